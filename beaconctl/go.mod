@@ -1,0 +1,3 @@
+module github.com/beaconlb/beacon/beaconctl
+
+go 1.26
