@@ -1,0 +1,4 @@
+// Package pkg is the root of Beacon's small shared module: code that more than
+// one of Beacon's binaries needs (telemetry, operational HTTP endpoints). Keep
+// it small; anything only one service uses lives in that service's internal/.
+package pkg

@@ -1,0 +1,3 @@
+module github.com/beaconlb/beacon/pkg
+
+go 1.26
