@@ -31,7 +31,8 @@ type FreeList struct {
 
 // NewFreeList returns a FreeList of the given family holding the addresses
 // of ranges, which may be unsorted, overlapping or adjacent. It fails,
-// wrapping ErrInvalidRange, for an invalid or zoned range, and wrapping
+// wrapping ErrInvalidRange, for an invalid range (netipx.IPRangeFrom already
+// drops zones), and wrapping
 // ErrMixedFamily for a range of the other family. Cost: O(n log n).
 func NewFreeList(is4 bool, ranges []netipx.IPRange) (*FreeList, error) {
 	spans := make([]span, 0, len(ranges))
@@ -39,8 +40,6 @@ func NewFreeList(is4 bool, ranges []netipx.IPRange) (*FreeList, error) {
 		switch {
 		case !r.IsValid():
 			return nil, fmt.Errorf("addrspace: free range %d (%s): %w", i, r, ErrInvalidRange)
-		case r.From().Zone() != "":
-			return nil, fmt.Errorf("addrspace: free range %d (%s): %w: %w", i, r, ErrInvalidRange, ErrZone)
 		case r.From().Is4() != is4:
 			return nil, fmt.Errorf("addrspace: free range %d (%s): %w", i, r, ErrMixedFamily)
 		}
