@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,5 +175,33 @@ func TestOpString(t *testing.T) {
 		if got := op.String(); got != want {
 			t.Errorf("Op(%d).String() = %q, want %q", int(op), got, want)
 		}
+	}
+}
+
+// TestStringMayExceedMaxLength documents that the canonical rendering adds
+// quotes and spaces, so a filter close to MaxLength may render to text that
+// Parse rejects as too long, although it is otherwise the same filter.
+func TestStringMayExceedMaxLength(t *testing.T) {
+	in := strings.TrimSuffix(strings.Repeat("pool="+strings.Repeat("x", 54)+" AND ", MaxTerms), " AND ")
+	if len(in) > MaxLength {
+		t.Fatalf("test input is %d bytes, want at most %d", len(in), MaxLength)
+	}
+	f, err := Parse(in, "pool")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	rendered := f.String()
+	if len(rendered) <= MaxLength {
+		t.Fatalf("rendering is %d bytes, want more than %d", len(rendered), MaxLength)
+	}
+	if _, err := Parse(rendered, "pool"); err == nil {
+		t.Errorf("Parse of a %d-byte rendering succeeded, want a length error", len(rendered))
+	}
+	again, err := parse(rendered, []string{"pool"})
+	if err != nil {
+		t.Fatalf("parse without the length limit: %v", err)
+	}
+	if diff := cmp.Diff(f, again); diff != "" {
+		t.Errorf("rendering parses differently (-first +again):\n%s", diff)
 	}
 }

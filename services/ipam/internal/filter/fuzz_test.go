@@ -1,0 +1,66 @@
+package filter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// FuzzParse checks that Parse never panics, that its errors are
+// *SyntaxErrors pointing into the input, and that a parsed filter renders
+// with String to text that parses back to the same filter.
+func FuzzParse(f *testing.F) {
+	fields := []string{"pool", "owner", "address", "labels"}
+	f.Fuzz(func(t *testing.T, s string) {
+		flt, err := Parse(s, fields...)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("Parse(%q) error %v is %T, want *SyntaxError", s, err, err)
+			}
+			if se.Pos < 0 || se.Pos > len(s) || se.Reason == "" {
+				t.Fatalf("Parse(%q) error %#v: position outside the input or no reason", s, se)
+			}
+			return
+		}
+		if len(flt.Terms) > MaxTerms {
+			t.Fatalf("Parse(%q) gave %d terms, more than %d", s, len(flt.Terms), MaxTerms)
+		}
+		for _, term := range flt.Terms {
+			if term.Field == labelsField && !isKey(term.Key) || term.Field != labelsField && term.Key != "" {
+				t.Fatalf("Parse(%q) gave a term with a bad key: %#v", s, term)
+			}
+		}
+
+		// The rendering parses back, through Parse when it fits in
+		// MaxLength (it may not: rendering adds quotes and spaces).
+		rendered := flt.String()
+		var again Filter
+		if len(rendered) <= MaxLength {
+			again, err = Parse(rendered, fields...)
+		} else {
+			again, err = parse(rendered, fields)
+		}
+		if err != nil {
+			t.Fatalf("Parse(%q).String() = %q, which does not parse: %v", s, rendered, err)
+		}
+		if diff := cmp.Diff(flt, again); diff != "" {
+			t.Fatalf("Parse(%q).String() = %q, which parses differently (-first +again):\n%s", s, rendered, diff)
+		}
+		if again.String() != rendered {
+			t.Fatalf("String is not canonical: %q, then %q", rendered, again.String())
+		}
+
+		// An object whose pool differs from the indexed value never matches.
+		if v, ok := flt.Value("pool"); ok {
+			get := func(field string) (string, bool) { return v + "x", true }
+			if flt.Match(get, nil) {
+				t.Fatalf("Parse(%q) matches pool %q though Value(pool) = %q", s, v+"x", v)
+			}
+		}
+		flt.Match(nil, map[string]string{"app": "web"})
+		flt.Match(func(f string) (string, bool) { return strings.ToUpper(f), f != "owner" }, nil)
+	})
+}
