@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// config is ipamd's configuration, from flags with environment fallbacks
+// (BEACON_IPAM_ + the flag name in upper case, '-' as '_').
+type config struct {
+	Listen         string
+	OpsListen      string
+	EtcdEndpoints  []string
+	DataDir        string
+	TLSCert        string
+	TLSKey         string
+	TLSClientCA    string
+	ReleaseHold    time.Duration
+	CommitWorkers  int
+	LogLevel       string
+	OTLPEndpoint   string
+	OTLPInsecure   bool
+	ShutdownGrace  time.Duration
+	EtcdCompaction time.Duration
+}
+
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	var c config
+	var endpoints string
+	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
+	env := func(name, def string) string {
+		if v := getenv("BEACON_IPAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	str(&c.Listen, "listen", "127.0.0.1:7400", "gRPC listen address")
+	str(&c.OpsListen, "ops-listen", "127.0.0.1:7401", "HTTP address for /metrics, /healthz and /readyz")
+	str(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs; empty: run an embedded etcd")
+	str(&c.DataDir, "data-dir", "beacon-data", "embedded etcd's data directory")
+	str(&c.TLSCert, "tls-cert", "", "server certificate (PEM); with --tls-key enables TLS")
+	str(&c.TLSKey, "tls-key", "", "server private key (PEM)")
+	str(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that client certificates must chain to; set to require them")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
+	var hold, grace, compaction, workers, insecure string
+	str(&hold, "release-hold", "10m", "default time released addresses are kept for their owner (0 frees them at once)")
+	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
+	str(&compaction, "etcd-compaction", "1h", "embedded etcd's history retention (bounds watch resume)")
+	str(&workers, "commit-workers", "4", "etcd transactions in flight at once")
+	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	dur := func(name, v string, p *time.Duration) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("--%s: %q is not a non-negative duration", name, v))
+		}
+		*p = d
+	}
+	dur("release-hold", hold, &c.ReleaseHold)
+	dur("shutdown-grace", grace, &c.ShutdownGrace)
+	dur("etcd-compaction", compaction, &c.EtcdCompaction)
+	if _, err := fmt.Sscanf(workers, "%d", &c.CommitWorkers); err != nil || c.CommitWorkers < 1 || c.CommitWorkers > 64 {
+		errs = append(errs, fmt.Errorf("--commit-workers: %q is not a number from 1 to 64", workers))
+	}
+	switch insecure {
+	case "true", "1":
+		c.OTLPInsecure = true
+	case "false", "0", "":
+	default:
+		errs = append(errs, fmt.Errorf("--otlp-insecure: %q is not a boolean", insecure))
+	}
+	for _, e := range strings.Split(endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			c.EtcdEndpoints = append(c.EtcdEndpoints, e)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key"))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/beaconlb/beacon/pkg/grpcserve"
+	"github.com/beaconlb/beacon/pkg/probe"
+	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
+)
+
+// version is set at build time.
+var version = "dev"
+
+// run wires ipamd together and serves until ctx is done.
+func run(ctx context.Context, cfg config, logger *slog.Logger) error {
+	tel, err := telemetry.New(ctx, telemetry.Config{
+		ServiceName: "beacon-ipamd", ServiceVersion: version,
+		OTLPEndpoint: cfg.OTLPEndpoint, OTLPInsecure: cfg.OTLPInsecure,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+
+	endpoints := cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction})
+		if err != nil {
+			return err
+		}
+		defer emb.Close()
+		endpoints = emb.Endpoints()
+		logger.InfoContext(ctx, "embedded etcd started", "data_dir", cfg.DataDir, "endpoints", endpoints)
+	}
+	client, err := store.Dial(ctx, endpoints)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	rep := replica.New(client, logger, replica.Options{ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers})
+	if err := rep.Load(ctx); err != nil {
+		return err
+	}
+
+	opts := append(grpcserve.ServerOptions(), tel.GRPCServerOptions()...)
+	if cfg.TLSCert != "" {
+		creds, err := serverTLS(cfg)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	gs := grpc.NewServer(opts...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	rep.Register(gs)
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
+	ops.AddReadiness("etcd", rep.StorageReady)
+	ops.AddReadiness("index", rep.IndexReady)
+
+	// Storage, the index feed and expiry outlive the gRPC server, so that
+	// requests in flight during a graceful stop can still commit.
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	bg, bgCtx := errgroup.WithContext(bgCtx)
+	bg.Go(func() error { return rep.Run(bgCtx) })
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Run(gctx) })
+	g.Go(func() error {
+		logger.InfoContext(gctx, "ipamd serving", "listen", lis.Addr().String(), "ops", cfg.OpsListen, "version", version)
+		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+		case <-bgCtx.Done(): // storage gave up: stop serving
+		}
+		hs.Shutdown() // NOT_SERVING, so balancers move away first
+		done := make(chan struct{})
+		go func() { gs.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(cfg.ShutdownGrace):
+			gs.Stop()
+		}
+		return nil
+	})
+	err = g.Wait()
+	stopBackground()
+	err = errors.Join(err, bg.Wait())
+	logger.Info("ipamd stopped", "clean", err == nil)
+	return err
+}
+
+// serverTLS loads the server certificate and, if set, the client CA.
+func serverTLS(cfg config) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls client ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls client ca %s: no certificates", cfg.TLSClientCA)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(tc), nil
+}

@@ -1,0 +1,339 @@
+// Package allocator runs the IPAM's write paths: it plans allocations,
+// releases and renewals on the replica's index, commits them through the
+// store with their audit and request records, retries on conflict, and frees
+// allocations and holds whose time ran out. It owns no state of its own.
+package allocator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Store is what the allocator needs of storage.
+type Store interface {
+	Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event, error)
+	Get(ctx context.Context, r ipam.Ref) (ipam.Event, error)
+	List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error)
+	ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]ipam.Event, error)
+}
+
+// Options tunes an Allocator.
+type Options struct {
+	// DefaultHold is how long released addresses are kept for their owner
+	// when a release does not say (default 0: freed at once).
+	DefaultHold time.Duration
+	// MaxAttempts bounds the retries of one request on conflicts (default 32).
+	MaxAttempts int
+	// Now returns the time (default time.Now).
+	Now func() time.Time
+}
+
+// Allocator runs allocations, releases and renewals.
+type Allocator struct {
+	idx    *index.Index
+	store  Store
+	logger *slog.Logger
+	opts   Options
+}
+
+// New returns an Allocator over a replica's index and its store.
+func New(idx *index.Index, store Store, logger *slog.Logger, opts Options) *Allocator {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 32
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Allocator{idx: idx, store: store, logger: logger, opts: opts}
+}
+
+// Meta is who asks, and the request's idempotency key.
+type Meta struct {
+	Actor string
+	// RequestID, with Method and Fingerprint, makes a retry return the
+	// first request's result.
+	RequestID   string
+	Method      string
+	Fingerprint string
+}
+
+// replay is the stored result of a request with a request_id.
+type replay struct {
+	Name        string       `json:"name,omitempty"`
+	Created     bool         `json:"created,omitempty"`
+	Addrs       []netip.Addr `json:"addrs,omitempty"`
+	HoldExpires time.Time    `json:"holdExpires,omitzero"`
+}
+
+// Result is the outcome of a write.
+type Result struct {
+	Allocation *ipam.Allocation
+	// Rev is the allocation's revision (its etag).
+	Rev     int64
+	Created bool
+	// Addrs and HoldExpires describe a release.
+	Addrs       []netip.Addr
+	HoldExpires time.Time
+}
+
+// Allocate gives req.Owner in req.Tenant its addresses.
+func (a *Allocator) Allocate(ctx context.Context, req *ipam.Allocation, meta Meta) (Result, error) {
+	if r, ok, err := a.replayed(ctx, req.Tenant, meta); ok || err != nil {
+		if err != nil {
+			return Result{}, err
+		}
+		return a.current(ctx, req.Tenant, r)
+	}
+	for range a.opts.MaxAttempts {
+		now := a.opts.Now()
+		spec := *req
+		plan, err := a.idx.PlanAllocate(&spec, now)
+		if err != nil {
+			return Result{}, err
+		}
+		if plan.Existing != nil {
+			res, fresh, err := a.confirm(ctx, plan.Existing)
+			if err != nil || fresh {
+				if err != nil {
+					return Result{}, err
+				}
+				return res, nil
+			}
+			continue
+		}
+		if plan.Alloc.UID == "" {
+			plan.Alloc.UID = newID()
+		}
+		a.addLog(&plan.Change, ipam.ActionAllocate, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc), Created: true})
+		rev, err := a.commit(ctx, plan)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Allocation: plan.Alloc, Rev: rev, Created: true}, nil
+	}
+	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "allocation kept conflicting with concurrent changes; retry")
+}
+
+// confirm checks with etcd that an allocation the index holds is current;
+// fresh false means the index was stale and has been updated.
+func (a *Allocator) confirm(ctx context.Context, al *ipam.Allocation) (Result, bool, error) {
+	ref := index.RefOf(ipam.KindAllocation, al.Tenant, al.ID)
+	ev, err := a.store.Get(ctx, ref)
+	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
+		return Result{}, false, err
+	}
+	if cur, ok := ev.Value.(*ipam.Allocation); ok {
+		if _, rev, _ := a.idx.Allocation(ref.ID); rev == ev.Rev {
+			return Result{Allocation: cur, Rev: ev.Rev}, true, nil
+		}
+	}
+	a.idx.Apply([]ipam.Event{ev}, 0)
+	return Result{}, false, nil
+}
+
+// commit commits a plan and applies it to the index; on conflict it applies
+// the current state it got back and returns ipam.ErrConflict.
+func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error) {
+	rev, fresh, err := a.store.Commit(ctx, plan.Change)
+	if err == nil {
+		a.idx.Committed(plan, rev)
+		return rev, nil
+	}
+	a.idx.Unreserve(plan)
+	if errors.Is(err, ipam.ErrConflict) {
+		a.idx.Apply(fresh, 0)
+	}
+	return 0, err
+}
+
+// Release ends the allocation tenant/id; hold nil means the default hold.
+// etagRev, if positive, must match the allocation's revision.
+func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta Meta) (Result, error) {
+	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+		return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+	}
+	h := a.opts.DefaultHold
+	if hold != nil {
+		h = *hold
+	}
+	for range a.opts.MaxAttempts {
+		now := a.opts.Now()
+		plan, err := a.idx.PlanRelease(tenant, id, etagRev, h, now)
+		if errors.Is(err, ipam.ErrNotFound) {
+			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
+				if err != nil {
+					return Result{}, err
+				}
+				return Result{}, notFound(tenant, id)
+			}
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		res := Result{Addrs: plan.Before.Addrs}
+		if h > 0 {
+			res.HoldExpires = now.Add(h)
+		}
+		a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
+		_, err = a.commit(ctx, plan)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return res, nil
+	}
+	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "release kept conflicting with concurrent changes; retry")
+}
+
+// Renew pushes back the expiry of tenant/id.
+func (a *Allocator) Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
+	for range a.opts.MaxAttempts {
+		now := a.opts.Now()
+		plan, err := a.idx.PlanRenew(tenant, id, etagRev, ttl, now)
+		if errors.Is(err, ipam.ErrNotFound) {
+			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
+				if err != nil {
+					return Result{}, err
+				}
+				return Result{}, notFound(tenant, id)
+			}
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		a.addLog(&plan.Change, ipam.ActionRenew, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc)})
+		rev, err := a.commit(ctx, plan)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Allocation: plan.Alloc, Rev: rev}, nil
+	}
+	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "renew kept conflicting with concurrent changes; retry")
+}
+
+func notFound(tenant, id string) error {
+	return ipam.Refuse(ipam.ErrNotFound, "allocation tenants/%s/allocations/%s not found", tenant, id)
+}
+
+// readThrough reads ref from etcd into the index, for when the caller may
+// have seen a write this replica's watch has not delivered yet.
+func (a *Allocator) readThrough(ctx context.Context, ref ipam.Ref) (bool, error) {
+	ev, err := a.store.Get(ctx, ref)
+	if errors.Is(err, ipam.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a.idx.Apply([]ipam.Event{ev}, 0)
+	return true, nil
+}
+
+// replayed looks up a request_id; ok reports a stored result.
+func (a *Allocator) replayed(ctx context.Context, tenant string, meta Meta) (replay, bool, error) {
+	if meta.RequestID == "" {
+		return replay{}, false, nil
+	}
+	ev, err := a.store.Get(ctx, ipam.Ref{Kind: ipam.KindRequest, ID: tenant + "/" + meta.RequestID})
+	if errors.Is(err, ipam.ErrNotFound) {
+		return replay{}, false, nil
+	}
+	if err != nil {
+		return replay{}, false, err
+	}
+	rec := ev.Value.(*ipam.RequestRecord)
+	if rec.Method != meta.Method || rec.Fingerprint != meta.Fingerprint {
+		return replay{}, false, ipam.Refuse(ipam.ErrRequestIDReused, "request_id %q was used for a different request", meta.RequestID)
+	}
+	var r replay
+	if err := json.Unmarshal(rec.Result, &r); err != nil {
+		return replay{}, false, fmt.Errorf("allocator: stored request result: %w", err)
+	}
+	return r, true, nil
+}
+
+// current returns the allocation a replayed Allocate named.
+func (a *Allocator) current(ctx context.Context, tenant string, r replay) (Result, error) {
+	ev, err := a.store.Get(ctx, index.RefOf(ipam.KindAllocation, tenant, idOf(r.Name)))
+	if err != nil {
+		if errors.Is(err, ipam.ErrNotFound) {
+			return Result{}, ipam.Refuse(ipam.ErrNotFound, "%s was allocated by this request_id but has since been released", r.Name)
+		}
+		return Result{}, err
+	}
+	return Result{Allocation: ev.Value.(*ipam.Allocation), Rev: ev.Rev, Created: r.Created}, nil
+}
+
+// addLog adds the audit record, and the request record if the request has
+// an ID, to a change.
+func (a *Allocator) addLog(ch *ipam.Change, action ipam.Action, al *ipam.Allocation, meta Meta, now time.Time, r replay) {
+	rec := &ipam.AuditRecord{
+		Tenant: al.Tenant, ID: auditID(now), Time: now, Action: action, Actor: meta.Actor,
+		Allocation: al.ID, Owner: al.Owner, Addrs: al.Addrs, Pool: al.Pool, RequestID: meta.RequestID,
+	}
+	ch.Puts = append(ch.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: al.Tenant + "/" + rec.ID}, Value: rec})
+	a.addRequest(ch, al.Tenant, meta, r)
+}
+
+// addRequest adds the record of a request with a request_id to a change;
+// the change then fails if the ID was used meanwhile.
+func (a *Allocator) addRequest(ch *ipam.Change, tenant string, meta Meta, r replay) {
+	if meta.RequestID == "" {
+		return
+	}
+	result, err := json.Marshal(r)
+	if err != nil {
+		return // a replay struct always encodes
+	}
+	ref := ipam.Ref{Kind: ipam.KindRequest, ID: tenant + "/" + meta.RequestID}
+	ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref})
+	ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.RequestRecord{
+		Tenant: tenant, ID: meta.RequestID, Method: meta.Method, Fingerprint: meta.Fingerprint, Result: result,
+	}})
+}
+
+// auditID sorts newest first: the inverted time in hex, then randomness.
+func auditID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%016x%s", uint64(math.MaxInt64-now.UnixNano()), hex.EncodeToString(b[:]))
+}
+
+// newID returns a random unique ID.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func nameOf(a *ipam.Allocation) string {
+	return "tenants/" + a.Tenant + "/allocations/" + a.ID
+}
+
+// idOf returns the allocation ID of a name "tenants/T/allocations/ID".
+func idOf(name string) string {
+	_, id, _ := strings.Cut(name, "/allocations/")
+	return id
+}

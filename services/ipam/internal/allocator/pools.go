@@ -1,0 +1,306 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// adminTenant is the tenant under which pool requests' request_ids live.
+const adminTenant = "-"
+
+// PoolResult is the outcome of a pool write.
+type PoolResult struct {
+	Pool *ipam.Pool
+	Rev  int64
+	// Released counts allocations a forced delete released.
+	Released int
+}
+
+// allPools reads every pool at one revision.
+func (a *Allocator) allPools(ctx context.Context) ([]ipam.Event, int64, error) {
+	var out []ipam.Event
+	var rev int64
+	after := ""
+	for {
+		page, err := a.store.List(ctx, ipam.KindPool, "", after, 1000, rev)
+		if err != nil {
+			return nil, 0, err
+		}
+		rev = page.Revision
+		out = append(out, page.Items...)
+		if !page.More || len(page.Items) == 0 {
+			return out, rev, nil
+		}
+		after = page.Items[len(page.Items)-1].Ref.ID
+	}
+}
+
+// overlapping refuses ranges that overlap a pool other than name.
+func overlapping(pools []ipam.Event, name string, ranges []addrspace.Range) error {
+	for _, ev := range pools {
+		p := ev.Value.(*ipam.Pool)
+		if p.Name == name {
+			continue
+		}
+		if r, ok := addrspace.Overlap(p.Ranges, ranges); ok {
+			return ipam.Refuse(ipam.ErrPoolOverlap, "%s overlaps pool %q", r, p.Name)
+		}
+	}
+	return nil
+}
+
+// CreatePool creates a pool whose fields are already validated.
+func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly bool, meta Meta) (PoolResult, error) {
+	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
+		if err != nil {
+			return PoolResult{}, err
+		}
+		return a.GetPool(ctx, strings.TrimPrefix(r.Name, "pools/"))
+	}
+	ref := ipam.Ref{Kind: ipam.KindPool, ID: p.Name}
+	for range a.opts.MaxAttempts {
+		pools, rev, err := a.allPools(ctx)
+		if err != nil {
+			return PoolResult{}, err
+		}
+		for _, ev := range pools {
+			if ev.Ref == ref {
+				return PoolResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "pool %q already exists", p.Name)
+			}
+		}
+		if err := overlapping(pools, p.Name, p.Ranges); err != nil {
+			return PoolResult{}, err
+		}
+		now := a.opts.Now()
+		np := *p
+		np.UID, np.CreateTime, np.UpdateTime = newID(), now, now
+		if validateOnly {
+			return PoolResult{Pool: &np}, nil
+		}
+		ch := ipam.Change{
+			Conds:     []ipam.Cond{{Ref: ref}},
+			Puts:      []ipam.Put{{Ref: ref, Value: &np}},
+			Unchanged: []ipam.RangeCond{{From: ipam.Ref{Kind: ipam.KindPool}, To: ipam.Ref{Kind: ipam.KindPool}, Since: rev}},
+		}
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + p.Name, Created: true})
+		crev, _, err := a.store.Commit(ctx, ch)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return PoolResult{}, err
+		}
+		a.idx.Apply([]ipam.Event{{Ref: ref, Value: &np, Rev: crev}}, 0)
+		return PoolResult{Pool: &np, Rev: crev}, nil
+	}
+	return PoolResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "pools kept changing concurrently; retry")
+}
+
+// GetPool reads a pool from etcd.
+func (a *Allocator) GetPool(ctx context.Context, name string) (PoolResult, error) {
+	ev, err := a.store.Get(ctx, ipam.Ref{Kind: ipam.KindPool, ID: name})
+	if errors.Is(err, ipam.ErrNotFound) {
+		return PoolResult{}, ipam.Refuse(ipam.ErrNotFound, "pool %q not found", name)
+	}
+	if err != nil {
+		return PoolResult{}, err
+	}
+	return PoolResult{Pool: ev.Value.(*ipam.Pool), Rev: ev.Rev}, nil
+}
+
+// UpdatePool replaces a pool's definition with next (validated, fields
+// merged by the caller from the mask). etagRev, if positive, must match.
+func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int64, validateOnly bool, meta Meta) (PoolResult, error) {
+	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
+		if err != nil {
+			return PoolResult{}, err
+		}
+		return a.GetPool(ctx, strings.TrimPrefix(r.Name, "pools/"))
+	}
+	ref := ipam.Ref{Kind: ipam.KindPool, ID: next.Name}
+	for range a.opts.MaxAttempts {
+		cur, err := a.GetPool(ctx, next.Name)
+		if err != nil {
+			return PoolResult{}, err
+		}
+		if etagRev > 0 && etagRev != cur.Rev {
+			return PoolResult{}, ipam.Refuse(ipam.ErrEtagMismatch, "pool %q changed since etag was read", next.Name)
+		}
+		np := *next
+		np.UID, np.CreateTime, np.UpdateTime, np.Deleting = cur.Pool.UID, cur.Pool.CreateTime, a.opts.Now(), cur.Pool.Deleting
+		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Puts: []ipam.Put{{Ref: ref, Value: &np}}}
+		if spaceChanged(cur.Pool, &np) {
+			pools, rev, err := a.allPools(ctx)
+			if err != nil {
+				return PoolResult{}, err
+			}
+			if err := overlapping(pools, np.Name, np.Ranges); err != nil {
+				return PoolResult{}, err
+			}
+			space, err := addrspace.NewSpace(np.Ranges, np.Exclusions, np.AvoidBuggyIPs)
+			if err != nil {
+				return PoolResult{}, fmt.Errorf("allocator: pool space: %w", err)
+			}
+			for _, r := range cur.Pool.Ranges {
+				claims, err := a.store.ClaimsIn(ctx, index.ClaimRef(r.From), index.ClaimRef(r.To), rev)
+				if err != nil {
+					return PoolResult{}, err
+				}
+				var lost []string
+				for _, ev := range claims {
+					if addr := ev.Value.(*ipam.Claim).Addr; !space.Contains(addr) {
+						lost = append(lost, addr.String())
+					}
+				}
+				if len(lost) > 0 {
+					return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "the change would remove %d allocated address(es) from the pool, e.g. %s; release them first", len(lost), strings.Join(lost[:min(len(lost), 5)], ", "))
+				}
+				ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: rev})
+			}
+			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: ipam.Ref{Kind: ipam.KindPool}, To: ipam.Ref{Kind: ipam.KindPool}, Since: rev})
+		}
+		if validateOnly {
+			return PoolResult{Pool: &np, Rev: cur.Rev}, nil
+		}
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + np.Name})
+		crev, _, err := a.store.Commit(ctx, ch)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return PoolResult{}, err
+		}
+		a.idx.Apply([]ipam.Event{{Ref: ref, Value: &np, Rev: crev}}, 0)
+		return PoolResult{Pool: &np, Rev: crev}, nil
+	}
+	return PoolResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "pool kept changing concurrently; retry")
+}
+
+func spaceChanged(a, b *ipam.Pool) bool {
+	return !slices.Equal(a.Ranges, b.Ranges) || !slices.Equal(a.Exclusions, b.Exclusions) || a.AvoidBuggyIPs != b.AvoidBuggyIPs
+}
+
+// poolClaims reads the claims in a pool's ranges at revision rev.
+func (a *Allocator) poolClaims(ctx context.Context, p *ipam.Pool, rev int64) ([]ipam.Event, error) {
+	var out []ipam.Event
+	for _, r := range p.Ranges {
+		claims, err := a.store.ClaimsIn(ctx, index.ClaimRef(r.From), index.ClaimRef(r.To), rev)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, claims...)
+	}
+	return out, nil
+}
+
+// DeletePool deletes a pool; with force, it first stops the pool handing
+// out addresses and releases every allocation in it.
+func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, force bool, meta Meta) (PoolResult, error) {
+	if _, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
+		return PoolResult{}, err
+	}
+	ref := ipam.Ref{Kind: ipam.KindPool, ID: name}
+	released := 0
+	for range a.opts.MaxAttempts {
+		cur, err := a.GetPool(ctx, name)
+		if err != nil {
+			return PoolResult{}, err
+		}
+		if etagRev > 0 && etagRev != cur.Rev && !cur.Pool.Deleting {
+			return PoolResult{}, ipam.Refuse(ipam.ErrEtagMismatch, "pool %q changed since etag was read", name)
+		}
+		claims, err := a.poolClaims(ctx, cur.Pool, 0)
+		if err != nil {
+			return PoolResult{}, err
+		}
+		if len(claims) > 0 {
+			if !force {
+				return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "pool %q holds %d address(es); release them or delete with force", name, len(claims))
+			}
+			n, err := a.drain(ctx, cur, claims, meta)
+			released += n
+			if err != nil {
+				return PoolResult{Released: released}, err
+			}
+			continue
+		}
+		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Deletes: []ipam.Ref{ref}}
+		for _, r := range cur.Pool.Ranges {
+			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: cur.Rev})
+		}
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + name})
+		crev, _, err := a.store.Commit(ctx, ch)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return PoolResult{Released: released}, err
+		}
+		a.idx.Apply([]ipam.Event{{Ref: ref, Rev: crev}}, 0)
+		return PoolResult{Released: released}, nil
+	}
+	return PoolResult{Released: released}, ipam.Refuse(ipam.ErrTooMuchContention, "pool kept changing concurrently; retry")
+}
+
+// drain marks a pool as being deleted and releases what it holds.
+func (a *Allocator) drain(ctx context.Context, cur PoolResult, claims []ipam.Event, meta Meta) (int, error) {
+	if !cur.Pool.Deleting {
+		np := *cur.Pool
+		np.Deleting = true
+		ref := ipam.Ref{Kind: ipam.KindPool, ID: np.Name}
+		crev, _, err := a.store.Commit(ctx, ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Puts: []ipam.Put{{Ref: ref, Value: &np}}})
+		if err != nil {
+			return 0, err
+		}
+		a.idx.Apply([]ipam.Event{{Ref: ref, Value: &np, Rev: crev}}, 0)
+	}
+	released := 0
+	zero := new(time.Duration)
+	for _, ev := range claims {
+		c := ev.Value.(*ipam.Claim)
+		for _, h := range c.Holders {
+			_, err := a.Release(ctx, c.Tenant, h.Allocation, 0, zero, Meta{Actor: meta.Actor})
+			if err != nil && !errors.Is(err, ipam.ErrNotFound) {
+				return released, err
+			}
+			if err == nil {
+				released++
+			}
+		}
+		if c.HeldFor != "" {
+			if err := a.endHold(ctx, c.Tenant, c.HeldFor); err != nil {
+				return released, err
+			}
+		}
+	}
+	return released, nil
+}
+
+// endHold frees the addresses kept for a released owner now.
+func (a *Allocator) endHold(ctx context.Context, tenant, id string) error {
+	ref := index.RefOf(ipam.KindHold, tenant, id)
+	if _, err := a.readThrough(ctx, ref); err != nil {
+		return err
+	}
+	plan := a.idx.PlanExpire(ref, farFuture)
+	if plan == nil {
+		return nil
+	}
+	a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, Meta{Actor: "system"}, a.opts.Now(), replay{})
+	_, err := a.commit(ctx, plan)
+	if errors.Is(err, ipam.ErrConflict) {
+		return nil // the caller reads the pool's claims again
+	}
+	return err
+}
+
+// farFuture makes any hold due, for ending holds early.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)

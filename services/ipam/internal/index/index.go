@@ -1,0 +1,296 @@
+// Package index is one IPAM replica's in-memory view of the state in etcd:
+// pools with their free addresses, allocations, address claims and holds. It
+// is fed by the store's watch, by the replica's own commits and by the
+// current values read when a commit conflicts; every object is kept at the
+// newest revision seen, so the order those arrive in does not matter.
+//
+// Planning an allocation reads only this index: finding a free address costs
+// O(log n) in the number of free fragments of one pool, never a scan of etcd
+// or of a pool address by address. Plans are proposals: the store commits
+// them only if every object they read is unchanged, so a stale index costs a
+// retry, never a double allocation.
+//
+// It imports no storage and no transport.
+package index
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Index is the in-memory state of one replica. It is safe for concurrent use.
+type Index struct {
+	mu sync.Mutex
+
+	pools      map[string]*poolEntry
+	poolOrder  []*ipam.Pool // sorted by name; nil when stale
+	allocs     map[string]*allocEntry // by "tenant/id"
+	claims     map[netip.Addr]*claimEntry
+	holds      map[string]*holdEntry // by "tenant/id"
+	poolClaims map[string]map[netip.Addr]struct{}
+	sharing    map[shareKey]map[netip.Addr]struct{}
+	reserved   map[netip.Addr]struct{}
+	tombstones map[ipam.Ref]int64
+	expiry     expiryHeap
+	progress   int64
+	wake       chan struct{}
+}
+
+type shareKey struct{ tenant, key string }
+
+type allocEntry struct {
+	a   *ipam.Allocation
+	rev int64
+}
+
+type claimEntry struct {
+	c   *ipam.Claim
+	rev int64
+}
+
+type holdEntry struct {
+	h   *ipam.Hold
+	rev int64
+}
+
+// New returns an empty index.
+func New() *Index {
+	return &Index{
+		pools:      make(map[string]*poolEntry),
+		allocs:     make(map[string]*allocEntry),
+		claims:     make(map[netip.Addr]*claimEntry),
+		holds:      make(map[string]*holdEntry),
+		poolClaims: make(map[string]map[netip.Addr]struct{}),
+		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
+		reserved:   make(map[netip.Addr]struct{}),
+		tombstones: make(map[ipam.Ref]int64),
+		wake:       make(chan struct{}, 1),
+	}
+}
+
+// Apply records events. An event no newer than what the index holds for its
+// object is ignored. progress, if positive, is a revision up to which the
+// caller has delivered every event (a watch's position).
+func (x *Index) Apply(events []ipam.Event, progress int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, ev := range events {
+		x.apply(ev)
+	}
+	if progress > x.progress {
+		x.progress = progress
+		for r, rev := range x.tombstones {
+			if rev <= progress {
+				delete(x.tombstones, r)
+			}
+		}
+	}
+}
+
+// Progress returns the revision up to which the watch has delivered events.
+func (x *Index) Progress() int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.progress
+}
+
+// Reset empties the index, for a reload after the watch fell too far behind.
+func (x *Index) Reset() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	reserved := x.reserved
+	wake := x.wake
+	*x = *New()
+	x.reserved, x.wake = reserved, wake
+}
+
+// liveRev returns the revision of r if the index holds it, else 0: the
+// precondition a plan that read r needs.
+func (x *Index) liveRev(r ipam.Ref) int64 {
+	if _, dead := x.tombstones[r]; dead {
+		return 0
+	}
+	return x.rev(r)
+}
+
+// rev returns the revision the index holds for r (a tombstone's for
+// deleted objects), 0 if none.
+func (x *Index) rev(r ipam.Ref) int64 {
+	switch r.Kind {
+	case ipam.KindPool:
+		if e, ok := x.pools[r.ID]; ok {
+			return e.rev
+		}
+	case ipam.KindAllocation:
+		if e, ok := x.allocs[r.ID]; ok {
+			return e.rev
+		}
+	case ipam.KindClaim:
+		if a, err := netip.ParseAddr(r.ID); err == nil {
+			if e, ok := x.claims[a]; ok {
+				return e.rev
+			}
+		}
+	case ipam.KindHold:
+		if e, ok := x.holds[r.ID]; ok {
+			return e.rev
+		}
+	}
+	return x.tombstones[r]
+}
+
+func (x *Index) apply(ev ipam.Event) {
+	if ev.Rev <= x.rev(ev.Ref) {
+		return
+	}
+	if ev.Value == nil || ev.Deleted {
+		x.tombstones[ev.Ref] = ev.Rev
+	} else {
+		delete(x.tombstones, ev.Ref)
+	}
+	switch ev.Ref.Kind {
+	case ipam.KindPool:
+		x.poolOrder = nil
+		if p, ok := ev.Value.(*ipam.Pool); ok && !ev.Deleted {
+			x.pools[ev.Ref.ID] = x.buildPool(p, ev.Rev)
+		} else {
+			delete(x.pools, ev.Ref.ID)
+		}
+	case ipam.KindAllocation:
+		if a, ok := ev.Value.(*ipam.Allocation); ok && !ev.Deleted {
+			x.allocs[ev.Ref.ID] = &allocEntry{a: a, rev: ev.Rev}
+			if !a.ExpireTime.IsZero() {
+				x.pushExpiry(a.ExpireTime, ev.Ref, ev.Rev)
+			}
+		} else {
+			delete(x.allocs, ev.Ref.ID)
+		}
+	case ipam.KindClaim:
+		addr, err := netip.ParseAddr(ev.Ref.ID)
+		if err != nil {
+			return
+		}
+		x.dropClaim(addr)
+		if c, ok := ev.Value.(*ipam.Claim); ok && !ev.Deleted {
+			x.addClaim(addr, c, ev.Rev)
+		}
+	case ipam.KindHold:
+		if h, ok := ev.Value.(*ipam.Hold); ok && !ev.Deleted {
+			x.holds[ev.Ref.ID] = &holdEntry{h: h, rev: ev.Rev}
+			x.pushExpiry(h.ExpireTime, ev.Ref, ev.Rev)
+		} else {
+			delete(x.holds, ev.Ref.ID)
+		}
+	}
+}
+
+func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
+	x.claims[addr] = &claimEntry{c: c, rev: rev}
+	set := x.poolClaims[c.Pool]
+	if set == nil {
+		set = make(map[netip.Addr]struct{})
+		x.poolClaims[c.Pool] = set
+	}
+	set[addr] = struct{}{}
+	if p, ok := x.pools[c.Pool]; ok {
+		p.take(addr)
+	}
+	if c.SharingKey != "" {
+		k := shareKey{c.Tenant, c.SharingKey}
+		if x.sharing[k] == nil {
+			x.sharing[k] = make(map[netip.Addr]struct{})
+		}
+		x.sharing[k][addr] = struct{}{}
+	}
+}
+
+func (x *Index) dropClaim(addr netip.Addr) {
+	e, ok := x.claims[addr]
+	if !ok {
+		return
+	}
+	delete(x.claims, addr)
+	c := e.c
+	delete(x.poolClaims[c.Pool], addr)
+	if c.SharingKey != "" {
+		k := shareKey{c.Tenant, c.SharingKey}
+		delete(x.sharing[k], addr)
+		if len(x.sharing[k]) == 0 {
+			delete(x.sharing, k)
+		}
+	}
+	if _, busy := x.reserved[addr]; busy {
+		return
+	}
+	if p, ok := x.pools[c.Pool]; ok {
+		p.give(addr)
+	}
+}
+
+// reserve takes addr out of its pool's free list while a plan that uses it
+// is being committed, so that concurrent plans pick other addresses.
+func (x *Index) reserve(p *poolEntry, addr netip.Addr) {
+	x.reserved[addr] = struct{}{}
+	p.take(addr)
+}
+
+// Unreserve ends the reservations of a plan: after its commit was applied
+// (the claims now hold the addresses) or after it failed (they are free again
+// unless someone else claimed them).
+func (x *Index) Unreserve(p *Plan) {
+	if p == nil || len(p.reserved) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.unreserveLocked(p)
+}
+
+// sortedPools returns the pools in name order.
+func (x *Index) sortedPools() []*ipam.Pool {
+	if x.poolOrder == nil {
+		x.poolOrder = make([]*ipam.Pool, 0, len(x.pools))
+		for _, e := range x.pools {
+			x.poolOrder = append(x.poolOrder, e.pool)
+		}
+		slices.SortFunc(x.poolOrder, func(a, b *ipam.Pool) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return x.poolOrder
+}
+
+// poolOf returns the pool whose addresses include addr.
+func (x *Index) poolOf(addr netip.Addr) *poolEntry {
+	for _, p := range x.sortedPools() {
+		if e := x.pools[p.Name]; e.space.Contains(addr) {
+			return e
+		}
+	}
+	return nil
+}
+
+// Allocation returns the allocation with the given "tenant/id" and its
+// revision, if the index has it.
+func (x *Index) Allocation(id string) (*ipam.Allocation, int64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.allocs[id]
+	if !ok {
+		return nil, 0, false
+	}
+	return e.a, e.rev, true
+}
+
+// Pool returns a pool and its revision, if the index has it.
+func (x *Index) Pool(name string) (*ipam.Pool, int64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.pools[name]
+	if !ok {
+		return nil, 0, false
+	}
+	return e.pool, e.rev, true
+}

@@ -1,0 +1,392 @@
+package index
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Plan is a proposed change to the state, computed from the index. Commit
+// its Change; then call Committed or, on conflict, Unreserve.
+type Plan struct {
+	// Existing is set when the owner already holds an allocation that
+	// satisfies the request: nothing to commit.
+	Existing *ipam.Allocation
+	// Alloc is the allocation the change writes (nil for deletions).
+	Alloc *ipam.Allocation
+	// Before is the allocation or hold the change ends, for audit.
+	Before *ipam.Allocation
+	// Change is what to commit.
+	Change   ipam.Change
+	reserved []reservation
+}
+
+type reservation struct {
+	addr netip.Addr
+	pool string
+}
+
+// Committed applies a plan's writes at the revision they were committed at
+// and ends its reservations.
+func (x *Index) Committed(p *Plan, rev int64) {
+	events := make([]ipam.Event, 0, len(p.Change.Puts)+len(p.Change.Deletes))
+	for _, w := range p.Change.Puts {
+		events = append(events, ipam.Event{Ref: w.Ref, Value: w.Value, Rev: rev})
+	}
+	for _, r := range p.Change.Deletes {
+		events = append(events, ipam.Event{Ref: r, Rev: rev})
+	}
+	x.Apply(events, 0)
+	x.Unreserve(p)
+}
+
+// RefOf returns the ref of an allocation or hold by tenant and ID.
+func RefOf(kind ipam.Kind, tenant, id string) ipam.Ref {
+	return ipam.Ref{Kind: kind, ID: tenant + "/" + id}
+}
+
+// ClaimRef returns the ref of the claim of an address.
+func ClaimRef(a netip.Addr) ipam.Ref { return ipam.Ref{Kind: ipam.KindClaim, ID: a.String()} }
+
+// builder accumulates a plan under the index lock.
+type builder struct {
+	x      *Index
+	plan   *Plan
+	claims map[netip.Addr]*ipam.Claim // the claims the plan writes
+}
+
+func (b *builder) cond(r ipam.Ref) {
+	for _, c := range b.plan.Change.Conds {
+		if c.Ref == r {
+			return
+		}
+	}
+	b.plan.Change.Conds = append(b.plan.Change.Conds, ipam.Cond{Ref: r, Rev: b.x.liveRev(r)})
+}
+
+func (b *builder) put(r ipam.Ref, v any) {
+	b.cond(r)
+	b.plan.Change.Puts = append(b.plan.Change.Puts, ipam.Put{Ref: r, Value: v})
+}
+
+func (b *builder) del(r ipam.Ref) {
+	b.cond(r)
+	b.plan.Change.Deletes = append(b.plan.Change.Deletes, r)
+}
+
+// PlanAllocate plans an allocation for req (its Tenant, Owner and request
+// fields set). The result either names the owner's existing allocation or
+// carries the change that creates a new one.
+func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	req.ID = ipam.AllocationID(req.Owner)
+	id := req.Tenant + "/" + req.ID
+	if e, ok := x.allocs[id]; ok {
+		if e.a.Owner != req.Owner {
+			return nil, ipam.Refuse(ipam.ErrOwnerConflict, "owner %q collides with owner %q", req.Owner, e.a.Owner)
+		}
+		if ipam.Satisfies(e.a, req) {
+			return &Plan{Existing: e.a}, nil
+		}
+		return nil, ipam.Refuse(ipam.ErrOwnerConflict, "owner %q already holds %v from pool %q; release it first", req.Owner, e.a.Addrs, e.a.Pool)
+	}
+	b := &builder{x: x, plan: &Plan{}, claims: make(map[netip.Addr]*ipam.Claim)}
+	a := *req
+	a.Addrs, a.Pool = nil, ""
+	a.CreateTime, a.UpdateTime = now, now
+	if a.TTL > 0 {
+		a.ExpireTime = now.Add(a.TTL)
+	}
+	b.plan.Alloc = &a
+	allocRef := RefOf(ipam.KindAllocation, a.Tenant, a.ID)
+	b.cond(allocRef) // must not exist: the index has no revision for it
+
+	hold, hasHold := x.holds[id]
+	var err error
+	switch {
+	case hasHold && x.holdFits(hold.h, req):
+		err = b.fromHold(&a, hold.h)
+	case len(req.RequestedAddrs) > 0:
+		err = b.requested(&a)
+	default:
+		err = b.fromPools(&a)
+	}
+	if err != nil {
+		x.unreserveLocked(b.plan)
+		return nil, err
+	}
+	if hasHold && a.Addrs != nil && !slices.Equal(a.Addrs, hold.h.Allocation.Addrs) {
+		// The owner came back asking for something its hold cannot give:
+		// end the hold in the same change, so its addresses do not leak.
+		b.endHold(hold.h, nil)
+	}
+	b.put(allocRef, &a)
+	for addr, c := range b.claims {
+		b.put(ClaimRef(addr), c)
+	}
+	return b.plan, nil
+}
+
+// holdFits reports whether a hold's addresses answer a returning owner.
+func (x *Index) holdFits(h *ipam.Hold, req *ipam.Allocation) bool {
+	if !ipam.Satisfies(&h.Allocation, req) {
+		return false
+	}
+	p, ok := x.pools[h.Allocation.Pool]
+	if !ok || p.pool.Deleting || !p.pool.AllowsTenant(req.Tenant) {
+		return false
+	}
+	for _, addr := range h.Allocation.Addrs {
+		c, ok := x.claims[addr]
+		if !ok || c.c.HeldFor != h.Allocation.ID || c.c.Tenant != req.Tenant {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) fromHold(a *ipam.Allocation, h *ipam.Hold) error {
+	a.Pool = h.Allocation.Pool
+	a.Addrs = slices.Clone(h.Allocation.Addrs)
+	a.UID = h.Allocation.UID
+	b.cond(ipam.Ref{Kind: ipam.KindPool, ID: a.Pool})
+	for _, addr := range a.Addrs {
+		c := *b.x.claims[addr].c
+		c.HeldFor = ""
+		c.SharingKey = a.SharingKey
+		c.Holders = []ipam.Holder{{Allocation: a.ID, Ports: a.Ports}}
+		b.claims[addr] = &c
+	}
+	b.del(RefOf(ipam.KindHold, a.Tenant, a.ID))
+	b.plan.Before = &h.Allocation
+	return nil
+}
+
+// endHold ends a hold, freeing its claims except keep and those the plan
+// already writes.
+func (b *builder) endHold(h *ipam.Hold, keep []netip.Addr) {
+	ref := RefOf(ipam.KindHold, h.Allocation.Tenant, h.Allocation.ID)
+	if slices.Contains(b.plan.Change.Deletes, ref) {
+		return
+	}
+	b.del(ref)
+	for _, addr := range h.Allocation.Addrs {
+		if _, writes := b.claims[addr]; writes || slices.Contains(keep, addr) {
+			continue
+		}
+		if c, ok := b.x.claims[addr]; ok && c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0 {
+			b.del(ClaimRef(addr))
+		}
+	}
+}
+
+// requested plans an allocation of specific addresses.
+func (b *builder) requested(a *ipam.Allocation) error {
+	var pool *poolEntry
+	seen := map[ipam.Family]bool{}
+	for i, addr := range a.RequestedAddrs {
+		f := ipam.FamilyOf(addr)
+		if seen[f] {
+			return ipam.Refuse(ipam.ErrNotAllowed, "requested_addresses[%d]: more than one %s address", i, f)
+		}
+		seen[f] = true
+		p := b.x.poolOf(addr)
+		if p == nil {
+			return ipam.Refuse(ipam.ErrAddressNotInPool, "address %s is in no pool (or is excluded)", addr)
+		}
+		if pool != nil && pool != p {
+			return ipam.Refuse(ipam.ErrNotAllowed, "requested addresses come from different pools %q and %q", pool.pool.Name, p.pool.Name)
+		}
+		pool = p
+	}
+	if a.RequestedPool != "" && a.RequestedPool != pool.pool.Name {
+		return ipam.Refuse(ipam.ErrNotAllowed, "address %s is in pool %q, not the requested pool %q", a.RequestedAddrs[0], pool.pool.Name, a.RequestedPool)
+	}
+	if err := b.x.admits(pool, a); err != nil {
+		return err
+	}
+	if a.FamilyPolicy == ipam.RequireDualStack && len(seen) < 2 {
+		return ipam.Refuse(ipam.ErrNotAllowed, "require-dual-stack needs one requested address per family")
+	}
+	for _, addr := range a.RequestedAddrs {
+		if c, ok := b.x.claims[addr]; ok {
+			if !ipam.CanShare(c.c, a) {
+				return ipam.Refuse(ipam.ErrAddressInUse, "address %s is in use", addr)
+			}
+			b.share(a, addr, c.c)
+			continue
+		}
+		if _, busy := b.x.reserved[addr]; busy {
+			return ipam.Refuse(ipam.ErrAddressInUse, "address %s is being allocated", addr)
+		}
+		b.claim(pool, a, addr)
+	}
+	a.Pool = pool.pool.Name
+	a.Addrs = slices.Clone(a.RequestedAddrs)
+	b.cond(ipam.Ref{Kind: ipam.KindPool, ID: a.Pool})
+	return nil
+}
+
+// admits checks that a pool may serve an allocation that names it (by name
+// or by address): tenant, and not being deleted.
+func (x *Index) admits(p *poolEntry, a *ipam.Allocation) error {
+	if p.pool.Deleting {
+		return ipam.Refuse(ipam.ErrNotAllowed, "pool %q is being deleted", p.pool.Name)
+	}
+	if !p.pool.AllowsTenant(a.Tenant) {
+		return ipam.Refuse(ipam.ErrNotAllowed, "tenant %q may not draw from pool %q", a.Tenant, p.pool.Name)
+	}
+	return nil
+}
+
+func (b *builder) claim(p *poolEntry, a *ipam.Allocation, addr netip.Addr) {
+	b.x.reserve(p, addr)
+	b.plan.reserved = append(b.plan.reserved, reservation{addr: addr, pool: p.pool.Name})
+	b.claims[addr] = &ipam.Claim{
+		Addr: addr, Pool: p.pool.Name, Tenant: a.Tenant, SharingKey: a.SharingKey,
+		Holders: []ipam.Holder{{Allocation: a.ID, Ports: a.Ports}},
+	}
+}
+
+func (b *builder) share(a *ipam.Allocation, addr netip.Addr, c *ipam.Claim) {
+	n := *c
+	n.Holders = append(slices.Clone(c.Holders), ipam.Holder{Allocation: a.ID, Ports: a.Ports})
+	b.claims[addr] = &n
+}
+
+// fromPools plans an allocation from the requested pool, or from the
+// candidate pools in order: in each pool, every family combination in order;
+// per family, a shareable address first, else the lowest free one.
+func (b *builder) fromPools(a *ipam.Allocation) error {
+	var candidates []*poolEntry
+	if a.RequestedPool != "" {
+		p, ok := b.x.pools[a.RequestedPool]
+		if !ok {
+			return ipam.Refuse(ipam.ErrNotFound, "pool %q not found", a.RequestedPool)
+		}
+		if err := b.x.admits(p, a); err != nil {
+			return err
+		}
+		candidates = []*poolEntry{p}
+	} else {
+		for _, p := range ipam.CandidatePools(b.x.sortedPools(), a) {
+			candidates = append(candidates, b.x.pools[p.Name])
+		}
+		if len(candidates) == 0 {
+			return ipam.Refuse(ipam.ErrNotAllowed, "no pool serves tenant %q and this owner", a.Tenant)
+		}
+	}
+	for _, p := range candidates {
+		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
+			addrs, ok := b.pick(p, a, fams)
+			if !ok {
+				continue
+			}
+			for _, addr := range addrs {
+				if c, shared := b.x.claims[addr]; shared {
+					b.share(a, addr, c.c)
+				} else {
+					b.claim(p, a, addr)
+				}
+			}
+			a.Pool, a.Addrs = p.pool.Name, addrs
+			b.cond(ipam.Ref{Kind: ipam.KindPool, ID: a.Pool})
+			return nil
+		}
+	}
+	for _, p := range candidates {
+		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
+			if b.reclaimHeld(p, a, fams) {
+				return nil
+			}
+		}
+	}
+	return ipam.Refuse(ipam.ErrPoolExhausted, "no free address for owner %q in %d candidate pool(s)", a.Owner, len(candidates))
+}
+
+// pick chooses one address per family in pool p, or reports none.
+func (b *builder) pick(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) ([]netip.Addr, bool) {
+	out := make([]netip.Addr, 0, len(fams))
+	for _, f := range fams {
+		if addr, ok := b.shareable(p, a, f); ok {
+			out = append(out, addr)
+			continue
+		}
+		addr, ok := p.lowest(f)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, addr)
+	}
+	return out, true
+}
+
+// shareable returns the lowest address of family f in pool p that a may
+// share under its sharing key.
+func (b *builder) shareable(p *poolEntry, a *ipam.Allocation, f ipam.Family) (netip.Addr, bool) {
+	if a.SharingKey == "" {
+		return netip.Addr{}, false
+	}
+	var best netip.Addr
+	for addr := range b.x.sharing[shareKey{a.Tenant, a.SharingKey}] {
+		c := b.x.claims[addr]
+		if c == nil || c.c.Pool != p.pool.Name || ipam.FamilyOf(addr) != f || !ipam.CanShare(c.c, a) {
+			continue
+		}
+		if !best.IsValid() || addr.Less(best) {
+			best = addr
+		}
+	}
+	return best, best.IsValid()
+}
+
+// reclaimHeld plans taking addresses kept for released owners when a pool
+// has nothing else: the lowest held address per family, ending its hold.
+func (b *builder) reclaimHeld(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) bool {
+	var picks []netip.Addr
+	for _, f := range fams {
+		var best netip.Addr
+		for addr := range b.x.poolClaims[p.pool.Name] {
+			c := b.x.claims[addr]
+			if c == nil || c.c.HeldFor == "" || ipam.FamilyOf(addr) != f || slices.Contains(picks, addr) {
+				continue
+			}
+			if !best.IsValid() || addr.Less(best) {
+				best = addr
+			}
+		}
+		if !best.IsValid() {
+			return false
+		}
+		picks = append(picks, best)
+	}
+	for _, addr := range picks {
+		c := b.x.claims[addr].c
+		if h, ok := b.x.holds[c.Tenant+"/"+c.HeldFor]; ok {
+			b.endHold(h.h, picks)
+		}
+		n := *c
+		n.Tenant, n.SharingKey, n.HeldFor = a.Tenant, a.SharingKey, ""
+		n.Holders = []ipam.Holder{{Allocation: a.ID, Ports: a.Ports}}
+		b.claims[addr] = &n
+	}
+	a.Pool, a.Addrs = p.pool.Name, picks
+	b.cond(ipam.Ref{Kind: ipam.KindPool, ID: a.Pool})
+	return true
+}
+
+func (x *Index) unreserveLocked(p *Plan) {
+	for _, r := range p.reserved {
+		delete(x.reserved, r.addr)
+		if _, claimed := x.claims[r.addr]; claimed {
+			continue
+		}
+		if e, ok := x.pools[r.pool]; ok {
+			e.give(r.addr)
+		}
+	}
+	p.reserved = nil
+}

@@ -1,0 +1,153 @@
+package index
+
+import (
+	"math/big"
+	"net/netip"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// poolEntry is a pool with its address space and free lists.
+type poolEntry struct {
+	pool  *ipam.Pool
+	rev   int64
+	space *addrspace.Space
+	free4 *addrspace.FreeList
+	free6 *addrspace.FreeList
+	used4 uint64
+	used6 uint64
+}
+
+// buildPool makes the entry of a pool: its free lists are its space less
+// the addresses claimed or reserved in it. Cost: O(claims in the pool).
+func (x *Index) buildPool(p *ipam.Pool, rev int64) *poolEntry {
+	space, err := addrspace.NewSpace(p.Ranges, p.Exclusions, p.AvoidBuggyIPs)
+	if err != nil {
+		// Pools are validated before they are stored; an empty space keeps
+		// the replica serving the others.
+		space, _ = addrspace.NewSpace(nil, nil, false)
+	}
+	e := &poolEntry{
+		pool:  p,
+		rev:   rev,
+		space: space,
+		free4: space.FreeList(true),
+		free6: space.FreeList(false),
+	}
+	for a := range x.poolClaims[p.Name] {
+		e.take(a)
+	}
+	for a := range x.reserved {
+		if space.Contains(a) {
+			e.free(a).Take(a)
+		}
+	}
+	return e
+}
+
+func (e *poolEntry) free(a netip.Addr) *addrspace.FreeList {
+	if a.Is4() {
+		return e.free4
+	}
+	return e.free6
+}
+
+// take marks a claimed address used.
+func (e *poolEntry) take(a netip.Addr) {
+	if !e.space.Contains(a) {
+		return
+	}
+	e.free(a).Take(a)
+}
+
+// give returns an address to the free list.
+func (e *poolEntry) give(a netip.Addr) {
+	if !e.space.Contains(a) {
+		return
+	}
+	e.free(a).Put(a)
+}
+
+func (e *poolEntry) hasFamily(f ipam.Family) bool {
+	return e.space.HasFamily(f == ipam.IPv4)
+}
+
+func (e *poolEntry) lowest(f ipam.Family) (netip.Addr, bool) {
+	if f == ipam.IPv4 {
+		return e.free4.Lowest()
+	}
+	return e.free6.Lowest()
+}
+
+// Usage is the usage of one family of a pool.
+type Usage struct {
+	Family ipam.Family
+	Size   *big.Int
+	Used   uint64
+	Free   *big.Int
+}
+
+// Usage returns the usage of a pool per family it has: size of its space,
+// addresses claimed (held ones included) and free.
+func (x *Index) Usage(name string) []Usage {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.pools[name]
+	if !ok {
+		return nil
+	}
+	var used4, used6 uint64
+	for a := range x.poolClaims[name] {
+		if !e.space.Contains(a) {
+			continue
+		}
+		if a.Is4() {
+			used4++
+		} else {
+			used6++
+		}
+	}
+	var out []Usage
+	for _, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
+		if !e.hasFamily(f) {
+			continue
+		}
+		is4 := f == ipam.IPv4
+		used := used6
+		if is4 {
+			used = used4
+		}
+		size := e.space.Size(is4)
+		free := new(big.Int).Sub(size, new(big.Int).SetUint64(used))
+		out = append(out, Usage{Family: f, Size: size, Used: used, Free: free})
+	}
+	return out
+}
+
+// Overlapping returns the name of an indexed pool other than name whose
+// ranges overlap ranges, with the overlapping part.
+func (x *Index) Overlapping(name string, ranges []addrspace.Range) (string, addrspace.Range, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, p := range x.sortedPools() {
+		if p.Name == name {
+			continue
+		}
+		if r, ok := addrspace.Overlap(p.Ranges, ranges); ok {
+			return p.Name, r, true
+		}
+	}
+	return "", addrspace.Range{}, false
+}
+
+// ClaimsInPool returns the addresses claimed in a pool.
+func (x *Index) ClaimsInPool(name string) []netip.Addr {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]netip.Addr, 0, len(x.poolClaims[name]))
+	for a := range x.poolClaims[name] {
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package index
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// PlanRelease plans ending the allocation "tenant/id". With hold > 0 its
+// addresses are kept for the owner until now+hold. rev, if positive, is the
+// revision the caller expects the allocation to be at (an etag).
+func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, now time.Time) (*Plan, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.allocs[tenant+"/"+id]
+	if !ok {
+		return nil, ipam.Refuse(ipam.ErrNotFound, "allocation tenants/%s/allocations/%s not found", tenant, id)
+	}
+	if rev > 0 && rev != e.rev {
+		return nil, ipam.Refuse(ipam.ErrEtagMismatch, "allocation changed since etag was read")
+	}
+	a := e.a
+	b := &builder{x: x, plan: &Plan{Before: a}, claims: make(map[netip.Addr]*ipam.Claim)}
+	b.del(RefOf(ipam.KindAllocation, tenant, id))
+	var held []netip.Addr
+	for _, addr := range a.Addrs {
+		c, ok := x.claims[addr]
+		if !ok {
+			continue // already gone: nothing to free
+		}
+		n := *c.c
+		n.Holders = slices.DeleteFunc(slices.Clone(c.c.Holders), func(h ipam.Holder) bool { return h.Allocation == id })
+		switch {
+		case len(n.Holders) > 0:
+			b.put(ClaimRef(addr), &n)
+		case hold > 0:
+			n.HeldFor = id
+			b.put(ClaimRef(addr), &n)
+			held = append(held, addr)
+		default:
+			b.del(ClaimRef(addr))
+		}
+	}
+	if len(held) > 0 {
+		kept := *a
+		kept.Addrs = held
+		b.put(RefOf(ipam.KindHold, tenant, id), &ipam.Hold{Allocation: kept, ExpireTime: now.Add(hold)})
+	}
+	return b.plan, nil
+}
+
+// PlanRenew plans pushing back the expiry of "tenant/id" to now+ttl (ttl 0:
+// the allocation's own TTL).
+func (x *Index) PlanRenew(tenant, id string, rev int64, ttl time.Duration, now time.Time) (*Plan, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.allocs[tenant+"/"+id]
+	if !ok {
+		return nil, ipam.Refuse(ipam.ErrNotFound, "allocation tenants/%s/allocations/%s not found", tenant, id)
+	}
+	if rev > 0 && rev != e.rev {
+		return nil, ipam.Refuse(ipam.ErrEtagMismatch, "allocation changed since etag was read")
+	}
+	if ttl == 0 {
+		ttl = e.a.TTL
+	}
+	if ttl == 0 {
+		return nil, ipam.Refuse(ipam.ErrNoLongerExpiring, "allocation has no ttl to renew; pass one")
+	}
+	a := *e.a
+	a.TTL = ttl
+	a.ExpireTime = now.Add(ttl)
+	a.UpdateTime = now
+	b := &builder{x: x, plan: &Plan{Alloc: &a, Before: e.a}}
+	b.put(RefOf(ipam.KindAllocation, tenant, id), &a)
+	return b.plan, nil
+}
+
+// PlanExpire plans freeing an allocation or hold whose time ran out. It
+// returns nil when ref is no longer due (renewed, released or gone).
+func (x *Index) PlanExpire(ref ipam.Ref, now time.Time) *Plan {
+	x.mu.Lock()
+	switch ref.Kind {
+	case ipam.KindAllocation:
+		e, ok := x.allocs[ref.ID]
+		x.mu.Unlock()
+		if !ok || e.a.ExpireTime.IsZero() || e.a.ExpireTime.After(now) {
+			return nil
+		}
+		p, err := x.PlanRelease(e.a.Tenant, e.a.ID, e.rev, 0, now)
+		if err != nil {
+			return nil
+		}
+		return p
+	case ipam.KindHold:
+		defer x.mu.Unlock()
+		e, ok := x.holds[ref.ID]
+		if !ok || e.h.ExpireTime.After(now) {
+			return nil
+		}
+		b := &builder{x: x, plan: &Plan{Before: &e.h.Allocation}, claims: make(map[netip.Addr]*ipam.Claim)}
+		b.endHold(e.h, nil)
+		return b.plan
+	}
+	x.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,74 @@
+package ipam
+
+// Kind is the kind of a stored object.
+type Kind uint8
+
+// The stored kinds. The first four are the IPAM's state, watched by every
+// replica; audit and request records are a log, read on demand.
+const (
+	KindPool Kind = iota + 1
+	KindAllocation
+	KindClaim
+	KindHold
+	KindAudit
+	KindRequest
+)
+
+// Ref names one stored object: its kind and its ID within the kind (a pool's
+// name; "tenant/id" for allocations, holds, audit and request records; the
+// address for claims).
+type Ref struct {
+	Kind Kind
+	ID   string
+}
+
+// Cond is a precondition of a Change: the object's last modification
+// revision must equal Rev; Rev 0 means the object must not exist.
+type Cond struct {
+	Ref Ref
+	Rev int64
+}
+
+// Put writes an object: one of *Pool, *Allocation, *Claim, *Hold,
+// *AuditRecord, *RequestRecord, matching Ref.Kind.
+type Put struct {
+	Ref   Ref
+	Value any
+}
+
+// Change is a set of writes committed atomically if all its conditions
+// hold. The refs it writes must be distinct.
+type Change struct {
+	Conds   []Cond
+	Puts    []Put
+	Deletes []Ref
+	// Unchanged are range conditions; see RangeCond.
+	Unchanged []RangeCond
+}
+
+// Event is an object as of a revision: Value nil means deleted. Watches
+// that keep deleted objects' last value set Deleted instead.
+type Event struct {
+	Ref     Ref
+	Value   any
+	Rev     int64
+	Deleted bool
+}
+
+// RangeCond is a precondition over a range of objects of one kind: no
+// object from From to To (inclusive) may have been created or changed after
+// revision Since. Empty IDs in both refs mean every object of the kind.
+// Changes with range conditions are committed on their own.
+type RangeCond struct {
+	From, To Ref
+	Since    int64
+}
+
+// Page is one page of a listing read from storage.
+type Page struct {
+	Items []Event
+	// Revision is the revision the page was read at.
+	Revision int64
+	// More is set when objects remain after the last item.
+	More bool
+}

@@ -1,0 +1,212 @@
+package ipam
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
+)
+
+// Family is an address family.
+type Family uint8
+
+// The address families.
+const (
+	FamilyUnspecified Family = iota
+	IPv4
+	IPv6
+)
+
+// FamilyOf returns the family of a.
+func FamilyOf(a netip.Addr) Family {
+	if a.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// String returns "IPv4" or "IPv6".
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	default:
+		return "unspecified"
+	}
+}
+
+// FamilyPolicy says how strictly an allocation's families are meant.
+type FamilyPolicy uint8
+
+// The family policies, as Kubernetes' ipFamilyPolicy.
+const (
+	SingleStack FamilyPolicy = iota
+	PreferDualStack
+	RequireDualStack
+)
+
+// TrafficPolicy says which nodes may receive an allocation's traffic.
+type TrafficPolicy uint8
+
+// The traffic policies.
+const (
+	TrafficCluster TrafficPolicy = iota
+	TrafficLocal
+)
+
+// Protocol is a transport protocol.
+type Protocol uint8
+
+// The protocols.
+const (
+	TCP Protocol = iota
+	UDP
+	SCTP
+)
+
+// Port is a port an owner serves.
+type Port struct {
+	Number   uint16   `json:"n"`
+	Protocol Protocol `json:"p,omitempty"`
+}
+
+// Policy restricts a pool to matching owners and orders pools (MetalLB's
+// serviceAllocation).
+type Policy struct {
+	// Priority 1 is the highest; 0 is unset, after every set priority.
+	Priority           int                 `json:"priority,omitempty"`
+	Namespaces         []string            `json:"namespaces,omitempty"`
+	NamespaceSelectors []selector.Selector `json:"namespaceSelectors,omitempty"`
+	OwnerSelectors     []selector.Selector `json:"ownerSelectors,omitempty"`
+}
+
+// Pool is a set of addresses to hand out.
+type Pool struct {
+	Name          string            `json:"name"`
+	UID           string            `json:"uid"`
+	Description   string            `json:"description,omitempty"`
+	Ranges        []addrspace.Range `json:"ranges"`
+	Exclusions    []addrspace.Range `json:"exclusions,omitempty"`
+	AutoAssign    bool              `json:"autoAssign"`
+	AvoidBuggyIPs bool              `json:"avoidBuggyIPs,omitempty"`
+	Tenants       []string          `json:"tenants,omitempty"`
+	Policy        *Policy           `json:"policy,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	CreateTime    time.Time         `json:"createTime"`
+	UpdateTime    time.Time         `json:"updateTime"`
+	// Deleting is set by a forced delete: the pool hands out nothing more
+	// while its allocations are released.
+	Deleting bool `json:"deleting,omitempty"`
+}
+
+// AllowsTenant reports whether tenant may draw from the pool.
+func (p *Pool) AllowsTenant(tenant string) bool {
+	if len(p.Tenants) == 0 {
+		return true
+	}
+	for _, t := range p.Tenants {
+		if t == tenant {
+			return true
+		}
+	}
+	return false
+}
+
+// Allocation is the set of addresses held by one owner, one per family.
+type Allocation struct {
+	Tenant          string            `json:"tenant"`
+	ID              string            `json:"id"`
+	UID             string            `json:"uid"`
+	Owner           string            `json:"owner"`
+	OwnerUID        string            `json:"ownerUID,omitempty"`
+	Namespace       string            `json:"namespace,omitempty"`
+	OwnerLabels     map[string]string `json:"ownerLabels,omitempty"`
+	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
+	Families        []Family          `json:"families,omitempty"`
+	FamilyPolicy    FamilyPolicy      `json:"familyPolicy,omitempty"`
+	RequestedAddrs  []netip.Addr      `json:"requestedAddrs,omitempty"`
+	RequestedPool   string            `json:"requestedPool,omitempty"`
+	SharingKey      string            `json:"sharingKey,omitempty"`
+	Ports           []Port            `json:"ports,omitempty"`
+	TrafficPolicy   TrafficPolicy     `json:"trafficPolicy,omitempty"`
+	EndpointNodes   []string          `json:"endpointNodes,omitempty"`
+	TTL             time.Duration     `json:"ttl,omitempty"`
+
+	Addrs      []netip.Addr `json:"addrs"`
+	Pool       string       `json:"pool"`
+	ExpireTime time.Time    `json:"expireTime,omitzero"`
+	CreateTime time.Time    `json:"createTime"`
+	UpdateTime time.Time    `json:"updateTime"`
+}
+
+// Holder is one allocation holding a claimed address.
+type Holder struct {
+	Allocation string `json:"a"` // the allocation's ID (its tenant is the claim's)
+	Ports      []Port `json:"p,omitempty"`
+}
+
+// Claim records who holds one address. Every address handed out has exactly
+// one claim: the etcd key of the claim is what makes "one owner per address"
+// hold across replicas.
+type Claim struct {
+	Addr       netip.Addr `json:"addr"`
+	Pool       string     `json:"pool"`
+	Tenant     string     `json:"tenant"`
+	SharingKey string     `json:"sharingKey,omitempty"`
+	// Holders are the allocations using the address: one, or several sharing
+	// it under SharingKey.
+	Holders []Holder `json:"holders,omitempty"`
+	// HeldFor, when Holders is empty, is the ID of the released allocation the
+	// address is kept for (see Hold).
+	HeldFor string `json:"heldFor,omitempty"`
+}
+
+// Hold keeps a released allocation's addresses for its owner until
+// ExpireTime, so that the owner gets them back if it returns.
+type Hold struct {
+	Allocation Allocation `json:"allocation"`
+	ExpireTime time.Time  `json:"expireTime"`
+}
+
+// Action is what an audit record says happened.
+type Action uint8
+
+// The audited actions.
+const (
+	ActionUnspecified Action = iota
+	ActionAllocate
+	ActionRelease
+	ActionRenew
+	ActionExpire
+	ActionHoldEnd
+)
+
+// AuditRecord says who did what to which allocation, when.
+type AuditRecord struct {
+	Tenant     string       `json:"tenant"`
+	ID         string       `json:"id"`
+	Time       time.Time    `json:"time"`
+	Action     Action       `json:"action"`
+	Actor      string       `json:"actor"`
+	Allocation string       `json:"allocation"`
+	Owner      string       `json:"owner"`
+	Addrs      []netip.Addr `json:"addrs"`
+	Pool       string       `json:"pool"`
+	RequestID  string       `json:"requestID,omitempty"`
+}
+
+// RequestRecord remembers the outcome of a request that carried a
+// request_id, so that a retry gets the same answer.
+type RequestRecord struct {
+	Tenant string `json:"tenant"`
+	ID     string `json:"id"`
+	// Method and Fingerprint tell a retry from a different request that
+	// reuses the ID.
+	Method      string `json:"method"`
+	Fingerprint string `json:"fingerprint"`
+	// Result is the encoded response, opaque to this package.
+	Result []byte `json:"result"`
+}

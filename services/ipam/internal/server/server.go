@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Writer is what the handlers need to change state.
+type Writer interface {
+	Allocate(ctx context.Context, req *ipam.Allocation, meta allocator.Meta) (allocator.Result, error)
+	Release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta allocator.Meta) (allocator.Result, error)
+	Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta allocator.Meta) (allocator.Result, error)
+	CreatePool(ctx context.Context, p *ipam.Pool, validateOnly bool, meta allocator.Meta) (allocator.PoolResult, error)
+	GetPool(ctx context.Context, name string) (allocator.PoolResult, error)
+	UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int64, validateOnly bool, meta allocator.Meta) (allocator.PoolResult, error)
+	DeletePool(ctx context.Context, name string, etagRev int64, force bool, meta allocator.Meta) (allocator.PoolResult, error)
+}
+
+// Reader is what the handlers need to read stored state.
+type Reader interface {
+	Get(ctx context.Context, r ipam.Ref) (ipam.Event, error)
+	List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error)
+	WatchKind(ctx context.Context, kind ipam.Kind, idPrefix string, after int64, fn func(events []ipam.Event, rev int64)) error
+}
+
+// Usage reports pool usage from the replica's index.
+type Usage interface {
+	Usage(name string) []index.Usage
+}
+
+// Server implements the IPAM's gRPC services.
+type Server struct {
+	w      Writer
+	r      Reader
+	usage  Usage
+	logger *slog.Logger
+}
+
+// New returns a Server.
+func New(w Writer, r Reader, usage Usage, logger *slog.Logger) *Server {
+	return &Server{w: w, r: r, usage: usage, logger: logger}
+}
+
+// Register registers every service of the server on g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	ipamv1.RegisterPoolServiceServer(g, &poolService{s: s})
+	ipamv1.RegisterAllocationServiceServer(g, &allocationService{s: s})
+	ipamv1.RegisterAuditServiceServer(g, &auditService{s: s})
+}
+
+// ActorKey is the metadata key the gateway sets to the authenticated
+// caller; the IPAM records it in the audit log.
+const ActorKey = "beacon-actor"
+
+// meta returns the audit and idempotency metadata of a request.
+func meta(ctx context.Context, method, requestID string, req proto.Message) allocator.Meta {
+	m := allocator.Meta{Actor: "anonymous", RequestID: requestID, Method: method}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(ActorKey); len(v) > 0 && v[0] != "" {
+			m.Actor = v[0]
+		}
+	}
+	if requestID != "" {
+		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req) // request_id included: same ID, same bytes
+		sum := sha256.Sum256(b)
+		m.Fingerprint = hex.EncodeToString(sum[:])
+	}
+	return m
+}

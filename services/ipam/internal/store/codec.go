@@ -1,0 +1,60 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// encode returns the stored form of a value of the given kind.
+func encode(k ipam.Kind, v any) ([]byte, error) {
+	ok := false
+	switch v.(type) {
+	case *ipam.Pool:
+		ok = k == ipam.KindPool
+	case *ipam.Allocation:
+		ok = k == ipam.KindAllocation
+	case *ipam.Claim:
+		ok = k == ipam.KindClaim
+	case *ipam.Hold:
+		ok = k == ipam.KindHold
+	case *ipam.AuditRecord:
+		ok = k == ipam.KindAudit
+	case *ipam.RequestRecord:
+		ok = k == ipam.KindRequest
+	}
+	if !ok {
+		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// decode parses a stored value of the given kind.
+func decode(k ipam.Kind, b []byte) (any, error) {
+	var v any
+	switch k {
+	case ipam.KindPool:
+		v = new(ipam.Pool)
+	case ipam.KindAllocation:
+		v = new(ipam.Allocation)
+	case ipam.KindClaim:
+		v = new(ipam.Claim)
+	case ipam.KindHold:
+		v = new(ipam.Hold)
+	case ipam.KindAudit:
+		v = new(ipam.AuditRecord)
+	case ipam.KindRequest:
+		v = new(ipam.RequestRecord)
+	default:
+		return nil, fmt.Errorf("store: unknown kind %d", k)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("store: decode kind %d: %w", k, err)
+	}
+	return v, nil
+}

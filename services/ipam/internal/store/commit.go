@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// pending is one change waiting to be committed.
+type pending struct {
+	ctx    context.Context
+	change ipam.Change
+	done   chan commitResult // buffered, 1
+}
+
+type commitResult struct {
+	rev   int64
+	fresh []ipam.Event
+	err   error
+}
+
+// Commit commits a change atomically: all its writes if all its conditions
+// hold. Concurrent changes are packed into one etcd transaction (group
+// commit), which is what lets the IPAM keep up with etcd under load.
+//
+// It returns the revision of the commit, or ipam.ErrConflict with the current
+// state of every object the change compared, so the caller can plan again
+// without another read. Run must be running.
+func (s *Store) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event, error) {
+	if n := max(len(ch.Conds), len(ch.Puts)+len(ch.Deletes)); n > s.opts.MaxOps {
+		return 0, nil, fmt.Errorf("store: change of %d operations exceeds %d", n, s.opts.MaxOps)
+	}
+	p := &pending{ctx: ctx, change: ch, done: make(chan commitResult, 1)}
+	select {
+	case s.queue <- p:
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r.rev, r.fresh, r.err
+	case <-ctx.Done():
+		// The change may still commit; callers retry idempotently.
+		return 0, nil, ctx.Err()
+	}
+}
+
+// Run commits queued changes until ctx is done.
+func (s *Store) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for range s.opts.Workers {
+		g.Go(func() error { s.work(ctx); return nil })
+	}
+	return g.Wait()
+}
+
+// batch is a set of changes that fit one transaction: distinct keys written,
+// and at most MaxOps compares, writes and failure reads.
+type batch struct {
+	items   []*pending
+	written map[string]bool
+	cmps    int
+	ops     int
+}
+
+func (b *batch) fits(p *pending, maxOps int) bool {
+	if len(p.change.Unchanged) > 0 && len(b.items) > 0 {
+		return false // range conditions commit alone
+	}
+	if len(b.items) == 1 && len(b.items[0].change.Unchanged) > 0 {
+		return false
+	}
+	if b.cmps+len(p.change.Conds) > maxOps || b.ops+len(p.change.Puts)+len(p.change.Deletes) > maxOps {
+		return false
+	}
+	for _, w := range p.change.Puts {
+		if b.written[key(w.Ref)] {
+			return false
+		}
+	}
+	for _, r := range p.change.Deletes {
+		if b.written[key(r)] {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *batch) add(p *pending) {
+	b.items = append(b.items, p)
+	b.cmps += len(p.change.Conds)
+	b.ops += len(p.change.Puts) + len(p.change.Deletes)
+	for _, w := range p.change.Puts {
+		b.written[key(w.Ref)] = true
+	}
+	for _, r := range p.change.Deletes {
+		b.written[key(r)] = true
+	}
+}
+
+func (s *Store) work(ctx context.Context) {
+	var carry *pending
+	for {
+		b := &batch{written: make(map[string]bool)}
+		if carry != nil {
+			b.add(carry)
+			carry = nil
+		} else {
+			select {
+			case p := <-s.queue:
+				b.add(p)
+			case <-ctx.Done():
+				return
+			}
+		}
+	fill:
+		for {
+			select {
+			case p := <-s.queue:
+				if p.ctx.Err() != nil {
+					p.done <- commitResult{err: p.ctx.Err()}
+					continue
+				}
+				if !b.fits(p, s.opts.MaxOps) {
+					carry = p
+					break fill
+				}
+				b.add(p)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(ctx, b.items)
+	}
+}
+
+// commitBatch commits items as one transaction. When it fails on a
+// condition, the items whose own conditions held are committed again at
+// once; the others get ErrConflict with the state read in the same
+// transaction.
+func (s *Store) commitBatch(ctx context.Context, items []*pending) {
+	for len(items) > 0 {
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		var reads []clientv3.Op
+		var readRefs []ipam.Ref
+		seen := make(map[string]int)
+		for _, p := range items {
+			for _, c := range p.change.Conds {
+				k := key(c.Ref)
+				if c.Rev == 0 {
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+				} else {
+					cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", c.Rev))
+				}
+				if _, ok := seen[k]; !ok {
+					seen[k] = len(reads)
+					reads = append(reads, clientv3.OpGet(k))
+					readRefs = append(readRefs, c.Ref)
+				}
+			}
+			for _, rc := range p.change.Unchanged {
+				from, end := rangeKeys(rc)
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(from), "<", rc.Since+1).WithRange(end))
+			}
+			for _, w := range p.change.Puts {
+				b, err := encode(w.Ref.Kind, w.Value)
+				if err != nil {
+					s.fail(items, err)
+					return
+				}
+				var opts []clientv3.OpOption
+				if ttl := s.ttlOf(w.Ref.Kind); ttl > 0 {
+					id, err := s.leaseFor(ctx, ttl)
+					if err != nil {
+						s.fail(items, err)
+						return
+					}
+					opts = append(opts, clientv3.WithLease(id))
+				}
+				ops = append(ops, clientv3.OpPut(key(w.Ref), string(b), opts...))
+			}
+			for _, r := range p.change.Deletes {
+				ops = append(ops, clientv3.OpDelete(key(r)))
+			}
+		}
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(reads...).Commit()
+		if err != nil {
+			s.fail(items, fmt.Errorf("store: commit: %w: %w", ipam.ErrUnavailable, err))
+			return
+		}
+		if resp.Succeeded {
+			for _, p := range items {
+				p.done <- commitResult{rev: resp.Header.Revision}
+			}
+			return
+		}
+		current := make(map[string]ipam.Event, len(reads))
+		for i, r := range resp.Responses {
+			ref := readRefs[i]
+			ev := ipam.Event{Ref: ref, Rev: resp.Header.Revision}
+			if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+				v, err := decode(ref.Kind, kvs[0].Value)
+				if err != nil {
+					s.fail(items, err)
+					return
+				}
+				ev.Value, ev.Rev = v, kvs[0].ModRevision
+			}
+			current[key(ref)] = ev
+		}
+		var again []*pending
+		for _, p := range items {
+			var fresh []ipam.Event
+			ok := len(p.change.Unchanged) == 0
+			for _, c := range p.change.Conds {
+				ev := current[key(c.Ref)]
+				fresh = append(fresh, ev)
+				if (ev.Value == nil && c.Rev != 0) || (ev.Value != nil && ev.Rev != c.Rev) {
+					ok = false
+				}
+			}
+			if ok && len(items) > 1 {
+				again = append(again, p)
+				continue
+			}
+			p.done <- commitResult{fresh: fresh, err: ipam.ErrConflict}
+		}
+		items = again
+	}
+}
+
+func (s *Store) fail(items []*pending, err error) {
+	for _, p := range items {
+		p.done <- commitResult{err: err}
+	}
+}
+
+func (s *Store) ttlOf(k ipam.Kind) time.Duration {
+	switch k {
+	case ipam.KindAudit:
+		return s.opts.AuditTTL
+	case ipam.KindRequest:
+		return s.opts.RequestTTL
+	}
+	return 0
+}
+
+// rangeKeys returns the key range of a range condition.
+func rangeKeys(rc ipam.RangeCond) (from, end string) {
+	if rc.From.ID == "" && rc.To.ID == "" {
+		p := kindPrefix(rc.From.Kind)
+		return p, clientv3.GetPrefixRangeEnd(p)
+	}
+	return key(rc.From), key(rc.To) + "\x00"
+}

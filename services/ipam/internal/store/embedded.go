@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Embedded is an etcd server running inside this process, for a one-command
+// IPAM and for tests.
+type Embedded struct {
+	etcd *embed.Etcd
+}
+
+// EmbeddedConfig configures an embedded etcd.
+type EmbeddedConfig struct {
+	// Dir holds etcd's data; it survives restarts.
+	Dir string
+	// ClientURL is where etcd listens for clients; default
+	// http://127.0.0.1:0 (a free port, read back with Endpoints).
+	ClientURL string
+	// LogLevel is etcd's own log level (default "error").
+	LogLevel string
+	// CompactionRetention is how much history etcd keeps, which bounds how
+	// old a watch resume token may be (default 1h).
+	CompactionRetention time.Duration
+}
+
+// StartEmbedded starts etcd in this process and waits until it serves.
+func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "beacon"
+	cfg.Dir = c.Dir
+	client := c.ClientURL
+	if client == "" {
+		client = "http://127.0.0.1:0"
+	}
+	cu, err := url.Parse(client)
+	if err != nil {
+		return nil, fmt.Errorf("store: embedded etcd client url %q: %w", client, err)
+	}
+	pu, _ := url.Parse("http://127.0.0.1:0") // constant, cannot fail
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = c.LogLevel
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "error"
+	}
+	cfg.LogOutputs = []string{"stderr"}
+	retention := c.CompactionRetention
+	if retention <= 0 {
+		retention = time.Hour
+	}
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = retention.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: start embedded etcd in %s: %w", c.Dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Embedded{etcd: e}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd failed: %w", err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd not ready after 60s")
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Endpoints returns the client URLs etcd listens on.
+func (e *Embedded) Endpoints() []string {
+	out := make([]string, 0, len(e.etcd.Clients))
+	for _, l := range e.etcd.Clients {
+		out = append(out, "http://"+l.Addr().String())
+	}
+	return out
+}
+
+// Err reports a fatal etcd error.
+func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+
+// Close stops etcd.
+func (e *Embedded) Close() { e.etcd.Close() }

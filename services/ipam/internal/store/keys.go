@@ -1,0 +1,99 @@
+package store
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+const (
+	root         = "/beacon/v1/"
+	statePrefix  = root + "state/"
+	poolsPrefix  = statePrefix + "pools/"
+	allocsPrefix = statePrefix + "allocs/"
+	claimsPrefix = statePrefix + "claims/"
+	holdsPrefix  = statePrefix + "holds/"
+	auditPrefix  = root + "log/audit/"
+	reqPrefix    = root + "log/requests/"
+)
+
+// kindPrefix returns the key prefix of a kind.
+func kindPrefix(k ipam.Kind) string {
+	switch k {
+	case ipam.KindPool:
+		return poolsPrefix
+	case ipam.KindAllocation:
+		return allocsPrefix
+	case ipam.KindClaim:
+		return claimsPrefix
+	case ipam.KindHold:
+		return holdsPrefix
+	case ipam.KindAudit:
+		return auditPrefix
+	case ipam.KindRequest:
+		return reqPrefix
+	}
+	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
+}
+
+// key returns the etcd key of a ref.
+func key(r ipam.Ref) string {
+	if r.Kind == ipam.KindClaim {
+		a, err := netip.ParseAddr(r.ID)
+		if err != nil {
+			panic(fmt.Sprintf("store: claim ref %q is not an address", r.ID)) // refs are built from netip.Addr
+		}
+		return claimKey(a)
+	}
+	return kindPrefix(r.Kind) + r.ID
+}
+
+// claimKey encodes an address so that key order is address order, which lets
+// a range of addresses be read or compared as one key range.
+func claimKey(a netip.Addr) string {
+	if a.Is4() {
+		b := a.As4()
+		return claimsPrefix + "4/" + hex.EncodeToString(b[:])
+	}
+	b := a.As16()
+	return claimsPrefix + "6/" + hex.EncodeToString(b[:])
+}
+
+// claimRangeEnd returns the key just after the claim key of a, for ranges.
+func claimRangeEnd(a netip.Addr) string { return claimKey(a) + "\x00" }
+
+// parseKey returns the ref of an etcd key under statePrefix or the log.
+func parseKey(k string) (ipam.Ref, bool) {
+	for _, kp := range []struct {
+		kind   ipam.Kind
+		prefix string
+	}{
+		{ipam.KindPool, poolsPrefix},
+		{ipam.KindAllocation, allocsPrefix},
+		{ipam.KindHold, holdsPrefix},
+		{ipam.KindAudit, auditPrefix},
+		{ipam.KindRequest, reqPrefix},
+	} {
+		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
+			return ipam.Ref{Kind: kp.kind, ID: id}, true
+		}
+	}
+	if rest, ok := strings.CutPrefix(k, claimsPrefix); ok {
+		if len(rest) < 3 {
+			return ipam.Ref{}, false
+		}
+		b, err := hex.DecodeString(rest[2:])
+		if err != nil {
+			return ipam.Ref{}, false
+		}
+		a, ok := netip.AddrFromSlice(b)
+		if !ok {
+			return ipam.Ref{}, false
+		}
+		return ipam.Ref{Kind: ipam.KindClaim, ID: a.String()}, true
+	}
+	return ipam.Ref{}, false
+}

@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+
+
+// Options tunes a Store.
+type Options struct {
+	// Workers is how many transactions may be in flight at once (default 4).
+	Workers int
+	// MaxOps is the most operations in one transaction (default 128, etcd's
+	// default --max-txn-ops).
+	MaxOps int
+	// RequestTTL is how long request_id records are kept (default 24h).
+	RequestTTL time.Duration
+	// AuditTTL is how long audit records are kept (default 30 days).
+	AuditTTL time.Duration
+}
+
+// Store reads and writes IPAM state in etcd.
+type Store struct {
+	client *clientv3.Client
+	logger *slog.Logger
+	opts   Options
+	queue  chan *pending
+
+	leaseMu sync.Mutex
+	leases  map[time.Duration]leaseSlot
+}
+
+type leaseSlot struct {
+	id      clientv3.LeaseID
+	expires time.Time // when to stop attaching new keys to it
+}
+
+// New returns a Store over an etcd client. Call Run to start committing.
+func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.MaxOps <= 0 {
+		opts.MaxOps = 128
+	}
+	if opts.RequestTTL <= 0 {
+		opts.RequestTTL = 24 * time.Hour
+	}
+	if opts.AuditTTL <= 0 {
+		opts.AuditTTL = 30 * 24 * time.Hour
+	}
+	return &Store{
+		client: client,
+		logger: logger,
+		opts:   opts,
+		queue:  make(chan *pending, 1024),
+		leases: make(map[time.Duration]leaseSlot),
+	}
+}
+
+// Dial connects to etcd endpoints.
+func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Context:              ctx,
+		MaxCallRecvMsgSize:   64 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", endpoints, ipam.ErrUnavailable, err)
+	}
+	return c, nil
+}
+
+// Ready reports whether etcd answers a linearizable read.
+func (s *Store) Ready(ctx context.Context) error {
+	if _, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("store: etcd not ready: %w: %w", ipam.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// leaseFor returns a lease for keys that should live about ttl. Keys share
+// one lease per ttl for an hour, so they live between ttl and ttl+1h; this
+// costs one lease grant an hour, not one per key.
+func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	now := time.Now()
+	if slot, ok := s.leases[ttl]; ok && now.Before(slot.expires) {
+		return slot.id, nil
+	}
+	resp, err := s.client.Grant(ctx, int64((ttl + time.Hour).Seconds()))
+	if err != nil {
+		return 0, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	s.leases[ttl] = leaseSlot{id: resp.ID, expires: now.Add(time.Hour)}
+	return resp.ID, nil
+}
+
+// Get reads one object; ErrNotFound (ipam) if absent.
+func (s *Store) Get(ctx context.Context, r ipam.Ref) (ipam.Event, error) {
+	resp, err := s.client.Get(ctx, key(r))
+	if err != nil {
+		return ipam.Event{}, fmt.Errorf("store: get %s: %w: %w", key(r), ipam.ErrUnavailable, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return ipam.Event{Ref: r, Rev: resp.Header.Revision}, ipam.ErrNotFound
+	}
+	v, err := decode(r.Kind, resp.Kvs[0].Value)
+	if err != nil {
+		return ipam.Event{}, err
+	}
+	return ipam.Event{Ref: r, Value: v, Rev: resp.Kvs[0].ModRevision}, nil
+}
+
+// List reads up to limit objects of a kind whose ID starts with idPrefix,
+// after the ID startAfter, in key order, at revision rev (0: the latest).
+func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error) {
+	prefix := kindPrefix(kind) + idPrefix
+	from := prefix
+	if startAfter != "" {
+		from = kindPrefix(kind) + startAfter + "\x00"
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.client.Get(ctx, from, opts...)
+	if err != nil {
+		return ipam.Page{}, fmt.Errorf("store: list %s: %w: %w", prefix, ipam.ErrUnavailable, err)
+	}
+	page := ipam.Page{Revision: resp.Header.Revision, More: resp.More}
+	for _, kv := range resp.Kvs {
+		ref, ok := parseKey(string(kv.Key))
+		if !ok || ref.Kind != kind {
+			continue
+		}
+		v, err := decode(kind, kv.Value)
+		if err != nil {
+			return ipam.Page{}, err
+		}
+		page.Items = append(page.Items, ipam.Event{Ref: ref, Value: v, Rev: kv.ModRevision})
+	}
+	return page, nil
+}
+
+// ClaimsIn reads the claims of addresses in [from, to] at revision rev.
+func (s *Store) ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]ipam.Event, error) {
+	opts := []clientv3.OpOption{clientv3.WithRange(key(to) + "\x00")}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.client.Get(ctx, key(from), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: read claims: %w: %w", ipam.ErrUnavailable, err)
+	}
+	out := make([]ipam.Event, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		ref, ok := parseKey(string(kv.Key))
+		if !ok {
+			continue
+		}
+		v, err := decode(ipam.KindClaim, kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ipam.Event{Ref: ref, Value: v, Rev: kv.ModRevision})
+	}
+	return out, nil
+}

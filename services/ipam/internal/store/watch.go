@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// LoadState reads every state object (pools, allocations, claims, holds) at
+// one revision, a page at a time.
+func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
+	var out []ipam.Event
+	var rev int64
+	from := statePrefix
+	end := clientv3.GetPrefixRangeEnd(statePrefix)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.client.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			ev, ok, err := eventOf(kv, false)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok {
+				out = append(out, ev)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// WatchState calls fn with every change to state objects after revision
+// after, in commit order, and with the watch's progress (fn's rev is the
+// revision the caller has now seen everything up to). It returns
+// ipam.ErrResumeTooOld when after is too old, or ctx's error.
+func (s *Store) WatchState(ctx context.Context, after int64, fn func(events []ipam.Event, rev int64)) error {
+	return s.watch(ctx, statePrefix, after, false, fn)
+}
+
+// WatchKind is WatchState for one kind, under an ID prefix, with deleted
+// objects carrying their last value.
+func (s *Store) WatchKind(ctx context.Context, kind ipam.Kind, idPrefix string, after int64, fn func(events []ipam.Event, rev int64)) error {
+	return s.watch(ctx, kindPrefix(kind)+idPrefix, after, true, fn)
+}
+
+func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool, fn func([]ipam.Event, int64)) error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(after + 1), clientv3.WithProgressNotify()}
+	if prev {
+		opts = append(opts, clientv3.WithPrevKV())
+	}
+	for resp := range s.client.Watch(ctx, prefix, opts...) {
+		if err := resp.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) || resp.CompactRevision > 0 {
+				return fmt.Errorf("store: %w: resume from %d, compacted at %d", ipam.ErrResumeTooOld, after, resp.CompactRevision)
+			}
+			return fmt.Errorf("store: watch %s: %w: %w", prefix, ipam.ErrUnavailable, err)
+		}
+		events := make([]ipam.Event, 0, len(resp.Events))
+		for _, e := range resp.Events {
+			kv := e.Kv
+			deleted := e.Type == mvccpb.DELETE
+			if deleted && prev && e.PrevKv != nil {
+				kv = &mvccpb.KeyValue{Key: e.Kv.Key, Value: e.PrevKv.Value, ModRevision: e.Kv.ModRevision}
+			}
+			ev, ok, err := eventOf(kv, deleted && !prev)
+			if err != nil {
+				s.logger.WarnContext(ctx, "skipping undecodable object", "key", string(e.Kv.Key), "error", err)
+				continue
+			}
+			if ok {
+				if deleted && prev {
+					ev.Deleted = true
+				}
+				events = append(events, ev)
+			}
+		}
+		after = resp.Header.Revision
+		fn(events, after)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("store: watch %s closed", prefix)
+}
+
+// eventOf decodes one key-value; deleted events carry no value.
+func eventOf(kv *mvccpb.KeyValue, deleted bool) (ipam.Event, bool, error) {
+	ref, ok := parseKey(string(kv.Key))
+	if !ok {
+		return ipam.Event{}, false, nil
+	}
+	ev := ipam.Event{Ref: ref, Rev: kv.ModRevision}
+	if deleted {
+		return ev, true, nil
+	}
+	v, err := decode(ref.Kind, kv.Value)
+	if err != nil {
+		return ipam.Event{}, false, err
+	}
+	ev.Value = v
+	return ev, true, nil
+}
