@@ -48,8 +48,7 @@ func (f *Follower) Load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f.idx.Reset()
-	f.idx.Apply(events, rev)
+	f.idx.Replace(events, rev)
 	f.loaded.Store(true)
 	f.logger.InfoContext(ctx, "index loaded", "objects", len(events), "revision", rev)
 	return rev, nil

@@ -98,14 +98,19 @@ func (x *Index) Progress() int64 {
 	return x.progress
 }
 
-// Reset empties the index, for a reload after the watch fell too far behind.
-func (x *Index) Reset() {
+// Replace swaps the whole state for events loaded at revision rev, for the
+// first load and for a reload after the watch fell too far behind. Plans in
+// flight keep their reservations (buildPool leaves reserved addresses out).
+func (x *Index) Replace(events []ipam.Event, rev int64) {
+	fresh := New()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	reserved := x.reserved
-	wake := x.wake
-	*x = *New()
-	x.reserved, x.wake = reserved, wake
+	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
+	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
+	for _, ev := range events {
+		x.apply(ev)
+	}
+	x.progress = rev
 }
 
 // liveRev returns the revision of r if the index holds it, else 0: the

@@ -1,0 +1,149 @@
+package replica_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
+)
+
+// etcdEnv is a real embedded etcd for one test.
+type etcdEnv struct {
+	dir    string
+	emb    *store.Embedded
+	client *clientv3.Client
+}
+
+func startEtcd(t *testing.T, dir string) *etcdEnv {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir})
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	client, err := store.Dial(ctx, emb.Endpoints())
+	if err != nil {
+		emb.Close()
+		t.Fatalf("dial etcd: %v", err)
+	}
+	e := &etcdEnv{dir: dir, emb: emb, client: client}
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *etcdEnv) stop() {
+	if e.emb == nil {
+		return
+	}
+	e.client.Close()
+	e.emb.Close()
+	e.emb = nil
+}
+
+// clock is a test clock: real time plus an offset the test moves.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// node is one IPAM replica serving gRPC on loopback.
+type node struct {
+	pools  ipamv1.PoolServiceClient
+	allocs ipamv1.AllocationServiceClient
+	audit  ipamv1.AuditServiceClient
+	stop   func()
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func startNode(t *testing.T, client *clientv3.Client, opts replica.Options) *node {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	rep := replica.New(client, discard(), opts)
+	if err := rep.Load(ctx); err != nil {
+		cancel()
+		t.Fatalf("load: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	rep.Register(gs)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = rep.Run(ctx) }()
+	go func() { defer wg.Done(); _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	n := &node{
+		pools:  ipamv1.NewPoolServiceClient(conn),
+		allocs: ipamv1.NewAllocationServiceClient(conn),
+		audit:  ipamv1.NewAuditServiceClient(conn),
+		stop: func() {
+			once.Do(func() {
+				conn.Close()
+				gs.Stop()
+				cancel()
+				wg.Wait()
+			})
+		},
+	}
+	t.Cleanup(n.stop)
+	return n
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustPool(t *testing.T, n *node, id string, p *ipamv1.Pool) *ipamv1.Pool {
+	t.Helper()
+	resp, err := n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: id, Pool: p})
+	if err != nil {
+		t.Fatalf("create pool %s: %v", id, err)
+	}
+	return resp.GetPool()
+}
+
+func allocate(ctx context.Context, n *node, tenant string, a *ipamv1.Allocation) (*ipamv1.Allocation, error) {
+	resp, err := n.allocs.Allocate(ctx, &ipamv1.AllocateRequest{Parent: "tenants/" + tenant, Allocation: a})
+	return resp.GetAllocation(), err
+}
+
+func mustAllocate(t *testing.T, n *node, tenant string, a *ipamv1.Allocation) *ipamv1.Allocation {
+	t.Helper()
+	got, err := allocate(ctxT(t), n, tenant, a)
+	if err != nil {
+		t.Fatalf("allocate %s: %v", a.GetOwner(), err)
+	}
+	return got
+}
+
+func wantCode(t *testing.T, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("got %v, want code %v", err, code)
+	}
+}
