@@ -27,7 +27,7 @@ type Index struct {
 	mu sync.Mutex
 
 	pools      map[string]*poolEntry
-	poolOrder  []*ipam.Pool // sorted by name; nil when stale
+	poolOrder  []*ipam.Pool           // sorted by name; nil when stale
 	allocs     map[string]*allocEntry // by "tenant/id"
 	claims     map[netip.Addr]*claimEntry
 	holds      map[string]*holdEntry // by "tenant/id"

@@ -57,7 +57,7 @@ func (e *etcdEnv) stop() {
 // clock is a test clock: real time plus an offset the test moves.
 type clock struct{ offset atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // node is one IPAM replica serving gRPC on loopback.

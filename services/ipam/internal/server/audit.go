@@ -102,4 +102,3 @@ func matchAudit(f filter.Filter, r *ipam.AuditRecord) bool {
 	}
 	return false
 }
-

@@ -12,8 +12,6 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-
-
 // Options tunes a Store.
 type Options struct {
 	// Workers is how many transactions may be in flight at once (default 4).
