@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
@@ -444,21 +446,25 @@ too old to resume from fails with OutOfRange: list again and watch without
 				return err
 			}
 			last := resume
-			defer func() {
+			hint := func() {
 				if last != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "watch stopped; resume with --resume %s\n", last)
 				}
-			}()
+			}
 			w := cmd.OutOrStdout()
 			for {
 				resp, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
+				switch {
+				case errors.Is(err, io.EOF):
+					hint()
 					return nil
-				}
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil // Stopped by the user.
-					}
+				case err != nil && ctx.Err() != nil:
+					hint() // Stopped by the user.
+					return nil
+				case status.Code(err) == codes.OutOfRange:
+					return err // The token cannot be resumed from.
+				case err != nil:
+					hint()
 					return err
 				}
 				for _, ev := range resp.GetEvents() {

@@ -45,7 +45,11 @@ type fakeIPAM struct {
 	err error
 	// block makes unary calls wait until they are cancelled.
 	block bool
-	// watch, if set, serves WatchAllocations after the snapshot was sent.
+	// watchSend, if set, is sent by WatchAllocations after the snapshot
+	// (which it sends unless resuming).
+	watchSend *ipamv1.WatchAllocationsResponse
+	// watchThen, if set, ends WatchAllocations after that; by default it
+	// waits for the client to go away.
 	watchThen func(ctx context.Context) error
 }
 
@@ -324,26 +328,34 @@ func (f *fakeIPAM) RenewAllocation(_ context.Context, req *ipamv1.RenewAllocatio
 }
 
 func (f *fakeIPAM) WatchAllocations(req *ipamv1.WatchAllocationsRequest, stream grpc.ServerStreamingServer[ipamv1.WatchAllocationsResponse]) error {
-	f.record(stream.Context(), req)
-	if err := f.failure(stream.Context()); err != nil {
+	ctx := stream.Context()
+	f.record(ctx, req)
+	if err := f.failure(ctx); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	resp := &ipamv1.WatchAllocationsResponse{ResumeToken: "r1", SnapshotComplete: true}
+	var snapshot *ipamv1.WatchAllocationsResponse
 	if req.GetResumeToken() == "" {
+		snapshot = &ipamv1.WatchAllocationsResponse{ResumeToken: "r1", SnapshotComplete: true}
 		for _, a := range f.sortedAllocs(req.GetParent()) {
-			resp.Events = append(resp.Events, &ipamv1.AllocationEvent{Type: ipamv1.AllocationEvent_TYPE_EXISTING, Allocation: a})
+			snapshot.Events = append(snapshot.Events, &ipamv1.AllocationEvent{Type: ipamv1.AllocationEvent_TYPE_EXISTING, Allocation: a})
 		}
 	}
-	then := f.watchThen
+	send, then := f.watchSend, f.watchThen
 	f.mu.Unlock()
-	if err := stream.Send(resp); err != nil {
-		return err
+	for _, resp := range []*ipamv1.WatchAllocationsResponse{snapshot, send} {
+		if resp == nil {
+			continue
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
 	}
 	if then != nil {
-		return then(stream.Context())
+		return then(ctx)
 	}
-	return nil
+	<-ctx.Done()
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 func (f *fakeIPAM) ListAuditRecords(_ context.Context, req *ipamv1.ListAuditRecordsRequest) (*ipamv1.ListAuditRecordsResponse, error) {
