@@ -197,7 +197,7 @@ is renewed in time (alloc renew).`,
 	fs.StringArrayVar(&f.labels, "label", nil, "owner label `KEY=VALUE`, for pools whose policy selects owners (repeatable)")
 	fs.StringArrayVar(&f.namespaceLabels, "namespace-label", nil, "label `KEY=VALUE` of the owner's namespace, for namespace selectors (repeatable)")
 	fs.StringVar(&f.ownerUID, "owner-uid", "", "the owner's own unique `UID`, recorded for the caller")
-	fs.DurationVar(&f.ttl, "ttl", 0, "free the allocation this long after it is made or last renewed (10s to 365 days)")
+	fs.DurationVar(&f.ttl, "ttl", 0, "free the allocation this `DURATION` (10s to 365 days; e.g. 90m, 24h) after it is made or last renewed")
 	fs.StringVar(&f.requestID, "request-id", "", "`ID` that makes retries safe: a repeat within a day returns the first result")
 	return cmd
 }
@@ -354,7 +354,7 @@ server's default applies.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&tenant, "tenant", "", "the `TENANT`, to name the allocation by its OWNER")
-	fs.DurationVar(&hold, "hold", 0, "keep the addresses for the owner this long (0: free now; unset: the server's default)")
+	fs.DurationVar(&hold, "hold", 0, "keep the addresses for the owner this `DURATION` (0: free now; unset: the server's default)")
 	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the allocation still has this `ETAG`")
 	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
 	return cmd
@@ -399,7 +399,7 @@ or to its own TTL from now without --ttl.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&tenant, "tenant", "", "the `TENANT`, to name the allocation by its OWNER")
-	fs.DurationVar(&ttl, "ttl", 0, "new TTL from now (default: the allocation's own TTL)")
+	fs.DurationVar(&ttl, "ttl", 0, "new TTL `DURATION` from now (default: the allocation's own TTL)")
 	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the allocation still has this `ETAG`")
 	return cmd
 }

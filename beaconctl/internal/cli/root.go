@@ -93,7 +93,7 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
 	f := root.PersistentFlags()
 	f.StringVar(&g.server, "server", DefaultServer, "`HOST:PORT` of the Beacon server (env "+EnvServer+")")
 	f.StringVarP(&g.outputFlag, "output", "o", string(output.Table), "output `FORMAT`: table, json (protobuf JSON; a list for list commands) or name (one resource name per line)")
-	f.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit of each call to the server; 0 for none (alloc watch is not limited)")
+	f.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit `DURATION` of each call to the server; 0 for none (alloc watch is not limited)")
 	f.BoolVar(&g.tls, "tls", false, "connect with TLS (implied by --ca, --cert, --key and --insecure-skip-verify)")
 	f.StringVar(&g.caFile, "ca", "", "PEM `FILE` of CA certificates to verify the server with, instead of the system's")
 	f.StringVar(&g.certFile, "cert", "", "PEM `FILE` of the client certificate, for mutual TLS (with --key)")
