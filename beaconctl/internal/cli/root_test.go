@@ -1,0 +1,327 @@
+package cli
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/beaconlb/beacon/beaconctl/internal/output"
+)
+
+// unusedAddr is a loopback address where nothing listens.
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+func TestServerAndToken(t *testing.T) {
+	f := newFake()
+	addr := f.start(t)
+	dead := unusedAddr(t)
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantAuth  []string
+		wantError string
+	}{
+		{name: "server from env", env: map[string]string{EnvServer: addr}},
+		{name: "flag wins over env", env: map[string]string{EnvServer: dead}, args: []string{"--server", addr}},
+		{name: "no token, no metadata", args: []string{"--server", addr}},
+		{name: "token from env", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, wantAuth: []string{"Bearer s3cret"}},
+		{name: "flag token wins", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, args: []string{"--token", "other"}, wantAuth: []string{"Bearer other"}},
+		{name: "default server is the local ipamd", wantError: DefaultServer},
+		{name: "nothing listening", args: []string{"--server", dead}, wantError: "error: Unavailable: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "default server is the local ipamd" {
+				// Only meaningful if no ipamd runs here; skip rather than
+				// talk to a real one.
+				if c, err := net.DialTimeout("tcp", DefaultServer, time.Second); err == nil {
+					c.Close()
+					t.Skip("something listens on " + DefaultServer)
+				}
+			}
+			before := len(f.recordedMetadata())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := run(ctx, tt.env, append(tt.args, "pool", "list")...)
+			if tt.wantError != "" {
+				if got := output.FormatError(res.err); !strings.Contains(got, tt.wantError) {
+					t.Fatalf("error %q, want it to contain %q", got, tt.wantError)
+				}
+				return
+			}
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			mds := f.recordedMetadata()[before:]
+			if len(mds) != 1 {
+				t.Fatalf("%d calls reached the server, want 1", len(mds))
+			}
+			if diff := cmp.Diff(tt.wantAuth, mds[0].Get("authorization")); diff != "" {
+				t.Errorf("authorization metadata (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	f := newFake()
+	f.block = true
+	start := time.Now()
+	res := runAt(t, f.start(t), "--timeout", "200ms", "pool", "get", "web")
+	if got := output.FormatError(res.err); !strings.HasPrefix(got, "error: DeadlineExceeded") {
+		t.Errorf("error %q, want DeadlineExceeded", got)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the call took %v despite --timeout 200ms", d)
+	}
+}
+
+func TestServerErrorDetails(t *testing.T) {
+	st, err := status.New(codes.InvalidArgument, "pool.ranges[0]: host bits set; did you mean 192.0.2.0/24").WithDetails(
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: "pool.ranges[0]", Description: "host bits set; did you mean 192.0.2.0/24"},
+			{Field: "pool.exclusions[0]", Description: "not inside any range"},
+		}},
+		&errdetails.ErrorInfo{Reason: "INVALID_RANGE", Domain: "ipam.beacon"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	f.err = st.Err()
+	res := runAt(t, f.start(t), "pool", "create", "web", "--range", "192.0.2.1/24", "--exclude", "10.0.0.1")
+	want := `error: InvalidArgument: pool.ranges[0]: host bits set; did you mean 192.0.2.0/24
+  pool.exclusions[0]: not inside any range
+  reason: INVALID_RANGE`
+	if diff := cmp.Diff(want, output.FormatError(res.err)); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
+	}
+	if res.stdout != "" || res.stderr != "" {
+		t.Errorf("the command printed stdout %q, stderr %q; main prints the error", res.stdout, res.stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-o", "yaml", "version"}, `unknown output format "yaml"`},
+		{[]string{"pool", "get"}, "beaconctl pool get: missing NAME\nRun 'beaconctl pool get --help' for usage."},
+		{[]string{"pool", "get", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"pool", "list", "--bogus"}, "unknown flag: --bogus\nRun 'beaconctl pool list --help' for usage."},
+		{[]string{"pool", "list", "--page-size", "-1"}, "--page-size must not be negative"},
+		{[]string{"--timeout", "-1s", "pool", "list"}, "--timeout must not be negative"},
+		{[]string{"--cert", "c.pem", "pool", "list"}, "--cert and --key must be given together"},
+		{[]string{"--ca", "/nonexistent/ca.pem", "pool", "list"}, "reading --ca"},
+		{[]string{"alloc", "release", "default/web"}, "add --tenant"},
+		{[]string{"alloc", "get", "x", "--tenant", "-"}, "cannot name one allocation"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	}
+	for _, tt := range tests {
+		ctx := context.Background()
+		res := run(ctx, map[string]string{EnvServer: unusedAddr(t)}, tt.args...)
+		if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
+			t.Errorf("%v: error %v, want one containing %q", tt.args, res.err, tt.wantErr)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	res := run(context.Background(), nil, "version")
+	if res.err != nil || !strings.HasPrefix(res.stdout, "beaconctl devel (go") {
+		t.Errorf("version: %q, %v", res.stdout, res.err)
+	}
+	res = run(context.Background(), nil, "version", "-o", "name")
+	if diff := cmp.Diff("devel\n", res.stdout); diff != "" || res.err != nil {
+		t.Errorf("version -o name (-want +got): %v\n%s", res.err, diff)
+	}
+	res = run(context.Background(), nil, "version", "-o", "json")
+	if res.err != nil || !strings.Contains(res.stdout, `"version": "devel"`) {
+		t.Errorf("version -o json: %q, %v", res.stdout, res.err)
+	}
+}
+
+// TestHelp checks that every command documents itself with an example, and
+// that --help works without a server.
+func TestHelp(t *testing.T) {
+	root := NewRootCommand(Env{})
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" || c.HasParent() && c.Parent().Name() == "completion" {
+			return
+		}
+		if c.Short == "" {
+			t.Errorf("%s has no Short help", c.CommandPath())
+		}
+		if c.Example == "" {
+			t.Errorf("%s has no Example", c.CommandPath())
+		}
+		c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+			if fl.Usage == "" {
+				t.Errorf("%s --%s has no help", c.CommandPath(), fl.Name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+
+	res := run(context.Background(), nil, "alloc", "allocate", "--help")
+	if res.err != nil || !strings.Contains(res.stdout, "Aliases:\n  allocate, create") || !strings.Contains(res.stdout, "--dual-stack POLICY") {
+		t.Errorf("alloc allocate --help: %v\n%s", res.err, res.stdout)
+	}
+}
+
+// testPKI writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate into dir.
+type testPKI struct {
+	caFile, certFile, keyFile string
+	server                    tls.Certificate
+	pool                      *x509.CertPool
+}
+
+func newTestPKI(t *testing.T) testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "beaconctl test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(serial int64, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: cn},
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var pki testPKI
+	pki.caFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	srvCert, srvKey := issue(2, "ipamd", x509.ExtKeyUsageServerAuth)
+	if pki.server, err = tls.X509KeyPair(srvCert, srvKey); err != nil {
+		t.Fatal(err)
+	}
+	cliCert, cliKey := issue(3, "beaconctl", x509.ExtKeyUsageClientAuth)
+	pki.certFile, pki.keyFile = write("client.pem", cliCert), write("client-key.pem", cliKey)
+	pki.pool = x509.NewCertPool()
+	pki.pool.AddCert(caCert)
+	return pki
+}
+
+func TestTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	startTLS := func(clientAuth tls.ClientAuthType) string {
+		f := newFake()
+		return f.start(t, grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{pki.server},
+			ClientAuth:   clientAuth,
+			ClientCAs:    pki.pool,
+			MinVersion:   tls.VersionTLS12,
+		})))
+	}
+	tlsAddr := startTLS(tls.NoClientCert)
+	mtlsAddr := startTLS(tls.RequireAndVerifyClientCert)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "ca", args: []string{"--server", tlsAddr, "--ca", pki.caFile}},
+		{name: "tls with ca", args: []string{"--server", tlsAddr, "--tls", "--ca", pki.caFile}},
+		{name: "skip verify", args: []string{"--server", tlsAddr, "--insecure-skip-verify"}},
+		{name: "unknown CA", args: []string{"--server", tlsAddr, "--tls"}, wantErr: "Unavailable"},
+		{name: "plaintext to TLS", args: []string{"--server", tlsAddr}, wantErr: "Unavailable"},
+		{name: "client certificate", args: []string{"--server", mtlsAddr, "--ca", pki.caFile, "--cert", pki.certFile, "--key", pki.keyFile}},
+		{name: "missing client certificate", args: []string{"--server", mtlsAddr, "--ca", pki.caFile}, wantErr: "Unavailable"},
+		{name: "key is not a certificate", args: []string{"--server", mtlsAddr, "--ca", pki.keyFile}, wantErr: "no PEM certificates"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := run(ctx, nil, append(tt.args, "pool", "list", "-o", "json")...)
+			switch {
+			case tt.wantErr == "" && res.err != nil:
+				t.Fatalf("unexpected error: %s", output.FormatError(res.err))
+			case tt.wantErr != "" && !strings.Contains(output.FormatError(res.err), tt.wantErr):
+				t.Fatalf("error %v, want one containing %q", res.err, tt.wantErr)
+			case tt.wantErr == "" && res.stdout != "[]\n":
+				t.Errorf("stdout %q, want []", res.stdout)
+			}
+		})
+	}
+}
