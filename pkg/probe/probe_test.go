@@ -136,7 +136,7 @@ func fail(reason string) probe.Check {
 
 func TestReadinessFollowsChecks(t *testing.T) {
 	var mu sync.Mutex
-	var state error = errors.New("warming up")
+	state := errors.New("warming up")
 	s := probe.New("127.0.0.1:0", nil, nil)
 	s.AddReadiness("cache", func(context.Context) error {
 		mu.Lock()

@@ -17,9 +17,9 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		switch {
 		case len(args) < len(names):
-			return fmt.Errorf("%s: missing %s\nRun '%s --help' for usage.", cmd.CommandPath(), names[len(args)], cmd.CommandPath())
+			return fmt.Errorf("%s: missing %s\nRun '%s --help' for usage", cmd.CommandPath(), names[len(args)], cmd.CommandPath())
 		case len(args) > len(names):
-			return fmt.Errorf("%s: unexpected argument %q\nRun '%s --help' for usage.", cmd.CommandPath(), args[len(names)], cmd.CommandPath())
+			return fmt.Errorf("%s: unexpected argument %q\nRun '%s --help' for usage", cmd.CommandPath(), args[len(names)], cmd.CommandPath())
 		}
 		return nil
 	}

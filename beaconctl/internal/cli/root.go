@@ -87,7 +87,7 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())
+		return fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())
 	})
 
 	f := root.PersistentFlags()

@@ -138,9 +138,9 @@ func TestUsageErrors(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"-o", "yaml", "version"}, `unknown output format "yaml"`},
-		{[]string{"pool", "get"}, "beaconctl pool get: missing NAME\nRun 'beaconctl pool get --help' for usage."},
+		{[]string{"pool", "get"}, "beaconctl pool get: missing NAME\nRun 'beaconctl pool get --help' for usage"},
 		{[]string{"pool", "get", "a", "b"}, `unexpected argument "b"`},
-		{[]string{"pool", "list", "--bogus"}, "unknown flag: --bogus\nRun 'beaconctl pool list --help' for usage."},
+		{[]string{"pool", "list", "--bogus"}, "unknown flag: --bogus\nRun 'beaconctl pool list --help' for usage"},
 		{[]string{"pool", "list", "--page-size", "-1"}, "--page-size must not be negative"},
 		{[]string{"--timeout", "-1s", "pool", "list"}, "--timeout must not be negative"},
 		{[]string{"--cert", "c.pem", "pool", "list"}, "--cert and --key must be given together"},

@@ -8,8 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
 // none stands for an empty cell, so that columns stay aligned and a cell can

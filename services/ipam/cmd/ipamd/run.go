@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	rep := replica.New(client, logger, replica.Options{ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers})
 	if err := rep.Load(ctx); err != nil {
 		return err

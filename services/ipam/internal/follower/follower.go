@@ -64,8 +64,10 @@ func (f *Follower) Run(ctx context.Context, after int64) error {
 			after = rev
 			backoff = 100 * time.Millisecond
 		})
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		default:
 		}
 		if errors.Is(err, ipam.ErrResumeTooOld) {
 			f.logger.WarnContext(ctx, "watch fell behind compaction; reloading", "error", err)

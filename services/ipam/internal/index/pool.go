@@ -15,8 +15,6 @@ type poolEntry struct {
 	space *addrspace.Space
 	free4 *addrspace.FreeList
 	free6 *addrspace.FreeList
-	used4 uint64
-	used6 uint64
 }
 
 // buildPool makes the entry of a pool: its free lists are its space less

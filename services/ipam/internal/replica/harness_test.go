@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,7 +24,7 @@ import (
 type etcdEnv struct {
 	dir    string
 	emb    *store.Embedded
-	client *clientv3.Client
+	client *store.Client
 }
 
 func startEtcd(t *testing.T, dir string) *etcdEnv {
@@ -49,7 +48,7 @@ func (e *etcdEnv) stop() {
 	if e.emb == nil {
 		return
 	}
-	e.client.Close()
+	_ = e.client.Close()
 	e.emb.Close()
 	e.emb = nil
 }
@@ -70,7 +69,7 @@ type node struct {
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func startNode(t *testing.T, client *clientv3.Client, opts replica.Options) *node {
+func startNode(t *testing.T, client *store.Client, opts replica.Options) *node {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rep := replica.New(client, discard(), opts)
@@ -101,7 +100,7 @@ func startNode(t *testing.T, client *clientv3.Client, opts replica.Options) *nod
 		audit:  ipamv1.NewAuditServiceClient(conn),
 		stop: func() {
 			once.Do(func() {
-				conn.Close()
+				_ = conn.Close()
 				gs.Stop()
 				cancel()
 				wg.Wait()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -42,7 +41,7 @@ type Replica struct {
 
 // New assembles a replica. Call Load, then Run, then register it on a gRPC
 // server.
-func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Replica {
+func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers})
 	idx := index.New()
 	alloc := allocator.New(idx, st, logger, allocator.Options{DefaultHold: opts.ReleaseHold, Now: opts.Now})

@@ -165,7 +165,7 @@ func validRequestID(fes *ipam.FieldErrors, field, s string) {
 	}
 	for i := range len(s) {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !requestIDByte(c) {
 			fes.Add(field, "may contain only letters, digits, '-', '_' and '.'")
 			return
 		}
@@ -187,4 +187,8 @@ func printable(fes *ipam.FieldErrors, field, s string, maxLen int, required bool
 			}
 		}
 	}
+}
+
+func requestIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }

@@ -62,9 +62,6 @@ func claimKey(a netip.Addr) string {
 	return claimsPrefix + "6/" + hex.EncodeToString(b[:])
 }
 
-// claimRangeEnd returns the key just after the claim key of a, for ranges.
-func claimRangeEnd(a netip.Addr) string { return claimKey(a) + "\x00" }
-
 // parseKey returns the ref of an etcd key under statePrefix or the log.
 func parseKey(k string) (ipam.Ref, bool) {
 	for _, kp := range []struct {

@@ -12,6 +12,10 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
+// Client is an etcd client, named here so that other packages need not
+// import etcd.
+type Client = clientv3.Client
+
 // Options tunes a Store.
 type Options struct {
 	// Workers is how many transactions may be in flight at once (default 4).
