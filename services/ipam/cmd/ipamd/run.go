@@ -87,6 +87,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
 	ops.AddReadiness("etcd", rep.StorageReady)
 	ops.AddReadiness("index", rep.IndexReady)
+	if err := ops.Listen(ctx); err != nil {
+		return err
+	}
 
 	// Storage, the index feed and expiry outlive the gRPC server, so that
 	// requests in flight during a graceful stop can still commit.
@@ -98,7 +101,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Run(gctx) })
 	g.Go(func() error {
-		logger.InfoContext(gctx, "ipamd serving", "listen", lis.Addr().String(), "ops", cfg.OpsListen, "version", version)
+		logger.InfoContext(gctx, "ipamd serving", "listen", lis.Addr().String(), "ops", ops.Addr().String(), "version", version)
 		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("grpc serve: %w", err)
 		}
