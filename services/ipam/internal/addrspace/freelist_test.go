@@ -341,3 +341,39 @@ func TestFreeListModel(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeListModelLarge churns a list of hundreds of fragments, so that
+// inserts and removals shift both the low and the high side and the buffer
+// grows, and checks it against the map model.
+func TestFreeListModelLarge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 2000))
+	base := mustAddr(t, "10.0.0.0")
+	const universe = 2000
+	f := mustFreeList(t, true, "10.0.0.0-10.0.7.207") // 2000 addresses
+	m := model{}
+	at := func(i int) netip.Addr { return u128Of(base).add(u128{lo: uint64(i)}).addr(true) }
+	for i := range universe {
+		m[at(i)] = true
+	}
+	for step := range 40000 {
+		a := at(rng.IntN(universe))
+		if rng.IntN(2) == 0 {
+			if got, want := f.Take(a), m[a]; got != want {
+				t.Fatalf("step %d: Take(%s) = %v, want %v", step, a, got, want)
+			}
+			delete(m, a)
+		} else {
+			if got, want := f.Put(a), !m[a]; got != want {
+				t.Fatalf("step %d: Put(%s) = %v, want %v", step, a, got, want)
+			}
+			m[a] = true
+		}
+		if step%1000 == 0 {
+			checkInvariants(t, f)
+		}
+	}
+	if f.Fragments() < 100 {
+		t.Errorf("only %d fragments: the test does not churn a large list", f.Fragments())
+	}
+	compare(t, f, m)
+}

@@ -138,12 +138,12 @@ func (s *Space) HasFamily(is4 bool) bool { return len(s.ranges(is4)) > 0 }
 // space, for a pool with nothing allocated yet. Cost: O(n).
 func (s *Space) FreeList(is4 bool) *FreeList {
 	rs := s.ranges(is4)
-	f := &FreeList{is4: is4, spans: make([]span, len(rs)), count: s.size6}
+	f := &FreeList{is4: is4, buf: make([]span, len(rs)), count: s.size6}
 	if is4 {
 		f.count = s.size4
 	}
 	for i, r := range rs {
-		f.spans[i] = span{u128Of(r.From()), u128Of(r.To())}
+		f.buf[i] = span{u128Of(r.From()), u128Of(r.To())}
 	}
 	return f
 }
