@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"go4.org/netipx"
 )
 
 // slash16Free returns the offsets, within a /16, of the 6 addresses left
@@ -135,4 +137,28 @@ func offset16(base netip.Addr, i int) netip.Addr {
 
 func offset64(base netip.Addr, i int) netip.Addr {
 	return u128Of(base).add(u128{lo: uint64(i)}).addr(false)
+}
+
+// BenchmarkFreeListPutBelow returns addresses one by one below a list of
+// 10,000 fragments, each becoming a new lowest fragment: the insert path at
+// the low end, which must stay O(1) amortized rather than move every
+// fragment.
+func BenchmarkFreeListPutBelow(b *testing.B) {
+	base := netip.MustParseAddr("2001:db8::")
+	var in []netipx.IPRange
+	for i := range 10000 {
+		a := offset64(base, 1<<40+2*i)
+		in = append(in, netipx.IPRangeFrom(a, a))
+	}
+	f, err := NewFreeList(false, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := 1 << 40
+	for b.Loop() {
+		next -= 2
+		if !f.Put(offset64(base, next)) {
+			b.Fatal("Put failed")
+		}
+	}
 }

@@ -36,8 +36,8 @@ type FreeList struct {
 // NewFreeList returns a FreeList of the given family holding the addresses
 // of ranges, which may be unsorted, overlapping or adjacent. It fails,
 // wrapping ErrInvalidRange, for an invalid range (netipx.IPRangeFrom already
-// drops zones), and wrapping
-// ErrMixedFamily for a range of the other family. Cost: O(n log n).
+// drops zones), and wrapping ErrMixedFamily for a range of the other family.
+// Cost: O(n log n).
 func NewFreeList(is4 bool, ranges []netipx.IPRange) (*FreeList, error) {
 	spans := make([]span, 0, len(ranges))
 	for i, r := range ranges {
@@ -215,14 +215,17 @@ func (f *FreeList) Clone() *FreeList {
 }
 
 // insert makes s the i-th fragment. It moves whichever side of position i
-// is shorter, the fragments before it (into the free slot below head) or
-// those after it, so inserting near either end is O(1) amortized.
+// is shorter: the fragments before it, into the spare slot below head, or
+// those after it. When that side has no spare slot, the buffer is first
+// regrown with spare slots at both ends, so inserting near either end is
+// O(1) amortized.
 func (f *FreeList) insert(i int, s span) {
 	n := f.Fragments()
-	if f.head == 0 && len(f.buf) == cap(f.buf) {
+	front := i < n-i
+	if (front && f.head == 0) || (!front && len(f.buf) == cap(f.buf)) {
 		f.grow()
 	}
-	if f.head > 0 && (i < n-i || len(f.buf) == cap(f.buf)) {
+	if front {
 		copy(f.buf[f.head-1:], f.buf[f.head:f.head+i])
 		f.head--
 	} else {
@@ -247,8 +250,8 @@ func (f *FreeList) remove(i int) {
 	}
 }
 
-// grow moves the fragments to a buffer twice as large, centred so that
-// there is room to insert at both ends.
+// grow moves the n fragments to a new buffer of 2n+8 slots, centred so that
+// at least n/2+4 can be inserted at either end before it is needed again.
 func (f *FreeList) grow() {
 	n := f.Fragments()
 	c := 2*n + 8
