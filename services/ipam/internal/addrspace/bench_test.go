@@ -28,13 +28,11 @@ func slash16Free(kind string) []int {
 	return free
 }
 
-var slash16Kinds = []string{"scattered", "tail"}
-
 // BenchmarkFreeSearchV4Slash16Full: a /16 with all but 6 addresses taken;
 // each iteration takes the lowest free address and puts it back.
 func BenchmarkFreeSearchV4Slash16Full(b *testing.B) {
 	base := netip.MustParseAddr("10.20.0.0")
-	for _, kind := range slash16Kinds {
+	for _, kind := range []string{"scattered", "tail"} {
 		b.Run(kind, func(b *testing.B) {
 			free := slash16Free(kind)
 			f := mustFreeList(b, true, "10.20.0.0/16")
@@ -63,7 +61,7 @@ func BenchmarkFreeSearchV4Slash16Full(b *testing.B) {
 // over a map of used addresses, finding the same lowest free address.
 func BenchmarkLinearScanV4Slash16Full(b *testing.B) {
 	base := netip.MustParseAddr("10.20.0.0")
-	for _, kind := range slash16Kinds {
+	for _, kind := range []string{"scattered", "tail"} {
 		b.Run(kind, func(b *testing.B) {
 			free := slash16Free(kind)
 			used := make(map[netip.Addr]bool, 1<<16)
