@@ -36,7 +36,8 @@ type FreeList struct {
 // NewFreeList returns a FreeList of the given family holding the addresses
 // of ranges, which may be unsorted, overlapping or adjacent. It fails,
 // wrapping ErrInvalidRange, for an invalid range (netipx.IPRangeFrom already
-// drops zones), and wrapping ErrMixedFamily for a range of the other family.
+// drops zones), and also wrapping ErrMixedFamily for a range of the other
+// family.
 // Cost: O(n log n).
 func NewFreeList(is4 bool, ranges []netipx.IPRange) (*FreeList, error) {
 	spans := make([]span, 0, len(ranges))
@@ -45,7 +46,7 @@ func NewFreeList(is4 bool, ranges []netipx.IPRange) (*FreeList, error) {
 		case !r.IsValid():
 			return nil, fmt.Errorf("addrspace: free range %d (%s): %w", i, r, ErrInvalidRange)
 		case r.From().Is4() != is4:
-			return nil, fmt.Errorf("addrspace: free range %d (%s): %w", i, r, ErrMixedFamily)
+			return nil, fmt.Errorf("addrspace: free range %d (%s): %w: %w", i, r, ErrInvalidRange, ErrMixedFamily)
 		}
 		spans = append(spans, span{u128Of(r.From()), u128Of(r.To())})
 	}

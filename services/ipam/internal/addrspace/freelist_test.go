@@ -135,7 +135,7 @@ func TestNewFreeListErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewFreeList(tt.is4, tt.in); !errors.Is(err, tt.want) {
+			if _, err := NewFreeList(tt.is4, tt.in); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidRange) {
 				t.Errorf("NewFreeList() error = %v, want %v", err, tt.want)
 			}
 		})

@@ -36,7 +36,7 @@ type Space struct {
 // overlap or touch each other and may be of both families; exclusions may
 // lie partly or wholly outside the ranges (the outside part is ignored). It
 // fails, wrapping ErrInvalidRange, only when a range or exclusion is not
-// valid (see Range.IsValid), or if the set builder reports an error.
+// valid (see Range.IsValid).
 //
 // Cost: O(n log n) in the number of ranges and exclusions. avoidBuggy is
 // range arithmetic, not an address walk: each /24 block touched by an IPv4
@@ -59,7 +59,8 @@ func NewSpace(ranges, exclusions []Range, avoidBuggy bool) (*Space, error) {
 	}
 	set, err := b.IPSet()
 	if err != nil {
-		return nil, fmt.Errorf("addrspace: building address set: %w", err)
+		// Unreachable: every range was validated above.
+		return nil, fmt.Errorf("addrspace: building address set: %w: %w", ErrInvalidRange, err)
 	}
 	s := &Space{}
 	for _, r := range set.Ranges() {
