@@ -21,7 +21,7 @@
 //     .255 addresses and becomes its own fragment .1–.254, so a /16 yields 256
 //     fragments and a /8 65,536. Addresses are never enumerated.
 //   - Space.Contains: O(log n). Space.Ranges: O(n) copy. Space.Size: O(1)
-//     plus a big.Int copy. Space.HasFamily: O(1).
+//     plus a big.Int allocation. Space.HasFamily: O(1). Space.FreeList: O(n).
 //   - NewFreeList: O(n log n) to sort and merge its input.
 //   - FreeList.Lowest, FreeList.Fragments: O(1).
 //   - FreeList.Contains: O(log n) binary search.
