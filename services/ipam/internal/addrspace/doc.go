@@ -21,13 +21,15 @@
 //     .255 addresses and becomes its own fragment .1–.254, so a /16 yields 256
 //     fragments and a /8 65,536. Addresses are never enumerated.
 //   - Space.Contains: O(log n). Space.Ranges: O(n) copy. Space.Size: O(1)
-//     plus a big.Int copy. Space.HasFamily: O(1).
+//     plus a big.Int allocation. Space.HasFamily: O(1). Space.FreeList: O(n).
 //   - NewFreeList: O(n log n) to sort and merge its input.
 //   - FreeList.Lowest, FreeList.Fragments: O(1).
 //   - FreeList.Contains: O(log n) binary search.
-//   - FreeList.Take, FreeList.Put: O(log n) binary search, plus a memmove of
-//     the fragments after the affected one when a fragment is split, created
-//     or removed (32 bytes per fragment).
+//   - FreeList.Take, FreeList.Put: O(log n) binary search, plus, when a
+//     fragment is split, created or removed, a memmove of the fragments on
+//     the shorter side of it (32 bytes each): O(1) amortized near either end,
+//     so taking the lowest address and putting it back stays O(1) however
+//     fragmented the list is, and at worst n/2 fragments in the middle.
 //   - FreeList.Count: O(1); the running count is kept as a 128-bit integer
 //     and converted to a big.Int on demand, so a free IPv6 /64 (2^64) or
 //     even the whole IPv6 space (2^128) is counted exactly.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error returned by this package wraps exactly one of
-// them, so callers can classify failures with errors.Is.
+// Sentinel errors, for errors.Is. A ParseRange error wraps exactly one of
+// them; an error about an invalid Range or IPRange value (NewSpace,
+// NewFreeList) wraps ErrInvalidRange and, where one applies, the specific
+// one (ErrReversed, ErrZone, ...).
 var (
 	// ErrEmpty reports an empty (or all-space) range string.
 	ErrEmpty = errors.New("empty range")

@@ -59,7 +59,7 @@ func (m model) sorted() []netip.Addr {
 
 // expand lists every address of f; only for small lists.
 func expand(f *FreeList) []netip.Addr {
-	var out []netip.Addr
+	out := []netip.Addr{}
 	for _, r := range f.Ranges() {
 		for a := r.From(); ; a = a.Next() {
 			out = append(out, a)
@@ -75,9 +75,7 @@ func expand(f *FreeList) []netip.Addr {
 func compare(t testing.TB, f *FreeList, m model) {
 	t.Helper()
 	checkInvariants(t, f)
-	if diff := cmp.Diff(m.sorted(), expand(f), addrCmp, cmp.Comparer(func(a, b []netip.Addr) bool {
-		return slices.Equal(a, b)
-	})); diff != "" {
+	if diff := cmp.Diff(m.sorted(), expand(f), addrCmp()); diff != "" {
 		t.Fatalf("free list differs from model (-model +list):\n%s", diff)
 	}
 }
@@ -137,7 +135,7 @@ func TestNewFreeListErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewFreeList(tt.is4, tt.in); !errors.Is(err, tt.want) {
+			if _, err := NewFreeList(tt.is4, tt.in); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidRange) {
 				t.Errorf("NewFreeList() error = %v, want %v", err, tt.want)
 			}
 		})
@@ -340,4 +338,40 @@ func TestFreeListModel(t *testing.T) {
 			compare(t, f, m)
 		}
 	}
+}
+
+// TestFreeListModelLarge churns a list of hundreds of fragments, so that
+// inserts and removals shift both the low and the high side and the buffer
+// grows, and checks it against the map model.
+func TestFreeListModelLarge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 2000))
+	base := mustAddr(t, "10.0.0.0")
+	const universe = 2000
+	f := mustFreeList(t, true, "10.0.0.0-10.0.7.207") // 2000 addresses
+	m := model{}
+	at := func(i int) netip.Addr { return u128Of(base).add(u128{lo: uint64(i)}).addr(true) }
+	for i := range universe {
+		m[at(i)] = true
+	}
+	for step := range 40000 {
+		a := at(rng.IntN(universe))
+		if rng.IntN(2) == 0 {
+			if got, want := f.Take(a), m[a]; got != want {
+				t.Fatalf("step %d: Take(%s) = %v, want %v", step, a, got, want)
+			}
+			delete(m, a)
+		} else {
+			if got, want := f.Put(a), !m[a]; got != want {
+				t.Fatalf("step %d: Put(%s) = %v, want %v", step, a, got, want)
+			}
+			m[a] = true
+		}
+		if step%1000 == 0 {
+			checkInvariants(t, f)
+		}
+	}
+	if f.Fragments() < 100 {
+		t.Errorf("only %d fragments: the test does not churn a large list", f.Fragments())
+	}
+	compare(t, f, m)
 }

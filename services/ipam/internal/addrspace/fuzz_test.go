@@ -9,12 +9,11 @@ import (
 	"go4.org/netipx"
 )
 
-var sentinels = []error{ErrEmpty, ErrSyntax, ErrMixedFamily, ErrReversed, ErrZone, ErrMapped, ErrHostBits}
-
 // FuzzParseRange checks that ParseRange never panics, that its errors are
 // classified *ParseErrors, and that what it accepts formats canonically:
 // String re-parses to the same Range and is a fixed point.
 func FuzzParseRange(f *testing.F) {
+	sentinels := []error{ErrEmpty, ErrSyntax, ErrMixedFamily, ErrReversed, ErrZone, ErrMapped, ErrHostBits}
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseRange(s)
 		if err != nil {
@@ -53,13 +52,6 @@ func FuzzParseRange(f *testing.F) {
 	})
 }
 
-// fuzzBases are the small universes FuzzFreeList works in: 64 addresses at
-// the bottom, middle and top of each family.
-var fuzzBases = []string{
-	"192.0.2.0", "0.0.0.0", "255.255.255.192",
-	"2001:db8::", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffc0",
-}
-
 func offset(base netip.Addr, n byte) netip.Addr {
 	u := u128Of(base).add(u128{lo: uint64(n)})
 	return u.addr(base.Is4())
@@ -70,11 +62,16 @@ func offset(base netip.Addr, n byte) netip.Addr {
 // Layout: data[0] picks the universe, data[1] and data[2] bound the initial
 // free run, then (op, address offset) byte pairs follow.
 func FuzzFreeList(f *testing.F) {
+	// 64-address universes at the bottom, middle and top of each family.
+	bases := []string{
+		"192.0.2.0", "0.0.0.0", "255.255.255.192",
+		"2001:db8::", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffc0",
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 3 {
 			return
 		}
-		base := netip.MustParseAddr(fuzzBases[int(data[0])%len(fuzzBases)])
+		base := netip.MustParseAddr(bases[int(data[0])%len(bases)])
 		lo, hi := data[1]%64, data[2]%64
 		if hi < lo {
 			lo, hi = hi, lo
@@ -120,21 +117,19 @@ func FuzzFreeList(f *testing.F) {
 	})
 }
 
-// overlapBases are the universes FuzzOverlap draws ranges from; the first
-// two are IPv4 (one at the top of the space), the last two IPv6.
-var overlapBases = []string{"10.0.0.0", "255.255.255.224", "2001:db8::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffe0"}
-
 // FuzzOverlap compares Overlap with a brute-force search over small ranges.
 // Each range is three bytes: flags (bit 0: which list, bits 1-2: universe,
 // bit 3: keep the bounds reversed, making an invalid range that must be
 // ignored) and two offsets below 32.
 func FuzzOverlap(f *testing.F) {
+	// Universes: two IPv4 (one at the top of the space), two IPv6.
+	bases := []string{"10.0.0.0", "255.255.255.224", "2001:db8::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffe0"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var lists [2][]Range
 		sets := [2]map[netip.Addr]bool{{}, {}}
 		for ; len(data) >= 3; data = data[3:] {
 			flags := data[0]
-			base := netip.MustParseAddr(overlapBases[(flags>>1)%4])
+			base := netip.MustParseAddr(bases[(flags>>1)%4])
 			lo, hi := data[1]%32, data[2]%32
 			list := flags & 1
 			if hi < lo && flags&8 != 0 {
@@ -168,7 +163,7 @@ func FuzzOverlap(f *testing.F) {
 		if !ok {
 			t.Fatalf("Overlap(%v, %v): none, want %v", lists[0], lists[1], want)
 		}
-		if diff := cmp.Diff(want, got, addrCmp); diff != "" {
+		if diff := cmp.Diff(want, got, addrCmp()); diff != "" {
 			t.Fatalf("Overlap(%v, %v) (-want +got):\n%s", lists[0], lists[1], diff)
 		}
 	})

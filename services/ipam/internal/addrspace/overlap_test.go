@@ -8,7 +8,7 @@ import (
 )
 
 // addrCmp lets go-cmp compare netip.Addr values (unexported fields).
-var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+func addrCmp() cmp.Option { return cmp.Comparer(func(a, b netip.Addr) bool { return a == b }) }
 
 func parseRanges(t testing.TB, ss ...string) []Range {
 	t.Helper()
@@ -66,7 +66,7 @@ func TestOverlap(t *testing.T) {
 				if !ok {
 					t.Fatalf("Overlap: none, want %s", tt.want)
 				}
-				if diff := cmp.Diff(mustRange(t, tt.want), got, addrCmp); diff != "" {
+				if diff := cmp.Diff(mustRange(t, tt.want), got, addrCmp()); diff != "" {
 					t.Errorf("Overlap (swap=%v) mismatch (-want +got):\n%s", swap, diff)
 				}
 			}
@@ -83,7 +83,7 @@ func TestOverlapIgnoresInvalid(t *testing.T) {
 	in := []Range{mustRange(t, "192.0.2.9"), mustRange(t, "192.0.2.1")}
 	before := append([]Range(nil), in...)
 	Overlap(in, in)
-	if diff := cmp.Diff(before, in, addrCmp); diff != "" {
+	if diff := cmp.Diff(before, in, addrCmp()); diff != "" {
 		t.Errorf("Overlap modified its input (-before +after):\n%s", diff)
 	}
 }

@@ -62,7 +62,7 @@ func TestParseRangeGood(t *testing.T) {
 				t.Fatalf("ParseRange(%q): %v", tt.in, err)
 			}
 			want := Range{From: mustAddr(t, tt.from), To: mustAddr(t, tt.to)}
-			if diff := cmp.Diff(want, r, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(want, r, addrCmp()); diff != "" {
 				t.Errorf("ParseRange(%q) mismatch (-want +got):\n%s", tt.in, diff)
 			}
 			if got := r.String(); got != tt.want {

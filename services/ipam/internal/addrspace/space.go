@@ -36,7 +36,7 @@ type Space struct {
 // overlap or touch each other and may be of both families; exclusions may
 // lie partly or wholly outside the ranges (the outside part is ignored). It
 // fails, wrapping ErrInvalidRange, only when a range or exclusion is not
-// valid (see Range.IsValid), or if the set builder reports an error.
+// valid (see Range.IsValid).
 //
 // Cost: O(n log n) in the number of ranges and exclusions. avoidBuggy is
 // range arithmetic, not an address walk: each /24 block touched by an IPv4
@@ -59,7 +59,8 @@ func NewSpace(ranges, exclusions []Range, avoidBuggy bool) (*Space, error) {
 	}
 	set, err := b.IPSet()
 	if err != nil {
-		return nil, fmt.Errorf("addrspace: building address set: %w", err)
+		// Unreachable: every range was validated above.
+		return nil, fmt.Errorf("addrspace: building address set: %w: %w", ErrInvalidRange, err)
 	}
 	s := &Space{}
 	for _, r := range set.Ranges() {
@@ -138,12 +139,12 @@ func (s *Space) HasFamily(is4 bool) bool { return len(s.ranges(is4)) > 0 }
 // space, for a pool with nothing allocated yet. Cost: O(n).
 func (s *Space) FreeList(is4 bool) *FreeList {
 	rs := s.ranges(is4)
-	f := &FreeList{is4: is4, spans: make([]span, len(rs)), count: s.size6}
+	f := &FreeList{is4: is4, buf: make([]span, len(rs)), count: s.size6}
 	if is4 {
 		f.count = s.size4
 	}
 	for i, r := range rs {
-		f.spans[i] = span{u128Of(r.From()), u128Of(r.To())}
+		f.buf[i] = span{u128Of(r.From()), u128Of(r.To())}
 	}
 	return f
 }
