@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binDir returns the folder holding ipamd and beaconctl, building them once
+// per test run when BEACON_BIN is not set.
+func binDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("BEACON_BIN"); d != "" {
+		return d
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "beacon-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		for pkg, name := range map[string]string{
+			"github.com/beaconlb/beacon/services/ipam/cmd/ipamd": "ipamd",
+			"github.com/beaconlb/beacon/beaconctl":               "beaconctl",
+		} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+		builtDir = dir
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtDir
+}
+
+var (
+	buildOnce sync.Once
+	builtDir  string
+	buildErr  error
+)
+
+// daemon is a running ipamd.
+type daemon struct {
+	cmd    *exec.Cmd
+	grpc   string // gRPC address
+	ops    string // HTTP ops address
+	logs   *bytes.Buffer
+	logMu  *sync.Mutex
+	exited chan error
+}
+
+// startIPAMD starts ipamd with args on loopback ports it picks itself, and
+// waits until it serves.
+func startIPAMD(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	bin := filepath.Join(binDir(t), "ipamd")
+	args = append([]string{"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--log-level", "debug"}, args...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: cmd, logs: new(bytes.Buffer), logMu: new(sync.Mutex), exited: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			d.logMu.Lock()
+			d.logs.WriteString(line + "\n")
+			d.logMu.Unlock()
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "ipamd serving" && !signalled {
+				d.grpc, _ = rec["listen"].(string)
+				d.ops, _ = rec["ops"].(string)
+				signalled = true
+				close(ready)
+			}
+		}
+		d.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-d.exited
+		}
+		if t.Failed() {
+			t.Logf("ipamd logs:\n%s", d.logText())
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-d.exited:
+		t.Fatalf("ipamd exited before serving: %v\n%s", err, d.logText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("ipamd not serving after 60s\n%s", d.logText())
+	}
+	return d
+}
+
+func (d *daemon) logText() string {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	return d.logs.String()
+}
+
+// stop sends SIGTERM and returns the exit error and how long it took.
+func (d *daemon) stop(t *testing.T) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.exited:
+		return err, time.Since(start)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ipamd still running 30s after SIGTERM\n%s", d.logText())
+	}
+	return nil, 0
+}
+
+// ctl runs beaconctl against d and returns its stdout; it fails the test on
+// a non-zero exit unless wantFail.
+func ctl(t *testing.T, d *daemon, wantFail bool, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "beaconctl"), append([]string{"--server", d.grpc}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if (err != nil) != wantFail {
+		t.Fatalf("beaconctl %s: err=%v wantFail=%v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantFail, stdout.String(), stderr.String())
+	}
+	if wantFail {
+		return stderr.String()
+	}
+	return stdout.String()
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
