@@ -30,7 +30,7 @@ type etcdEnv struct {
 func startEtcd(t *testing.T, dir string) *etcdEnv {
 	t.Helper()
 	ctx := context.Background()
-	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir})
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, LogLevel: "fatal"})
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}

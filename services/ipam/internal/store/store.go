@@ -132,7 +132,7 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 	prefix := kindPrefix(kind) + idPrefix
 	from := prefix
 	if startAfter != "" {
-		from = kindPrefix(kind) + startAfter + "\x00"
+		from = key(ipam.Ref{Kind: kind, ID: startAfter}) + "\x00"
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
 	if rev > 0 {

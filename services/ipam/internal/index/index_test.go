@@ -1,0 +1,233 @@
+package index
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// addrCmp compares addresses by value.
+var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func pool(t *testing.T, name string, ranges ...string) *ipam.Pool {
+	t.Helper()
+	p := &ipam.Pool{Name: name, AutoAssign: true}
+	for _, s := range ranges {
+		r, err := addrspace.ParseRange(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Ranges = append(p.Ranges, r)
+	}
+	return p
+}
+
+func poolEvent(p *ipam.Pool, rev int64) ipam.Event {
+	return ipam.Event{Ref: ipam.Ref{Kind: ipam.KindPool, ID: p.Name}, Value: p, Rev: rev}
+}
+
+// commit applies a plan as if etcd committed it at rev.
+func commit(t *testing.T, x *Index, p *Plan, rev int64) {
+	t.Helper()
+	x.Committed(p, rev)
+}
+
+func plan(t *testing.T, x *Index, owner string, mod ...func(*ipam.Allocation)) *Plan {
+	t.Helper()
+	a := &ipam.Allocation{Tenant: "c1", Owner: owner}
+	for _, m := range mod {
+		m(a)
+	}
+	p, err := x.PlanAllocate(a, t0)
+	if err != nil {
+		t.Fatalf("plan %s: %v", owner, err)
+	}
+	return p
+}
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func TestPlanLowestFreeAndReservations(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
+
+	p1 := plan(t, x, "one")
+	p2 := plan(t, x, "two") // planned while p1 is in flight: must not collide
+	if diff := cmp.Diff(addrs("192.0.2.0"), p1.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("first: %s", diff)
+	}
+	if diff := cmp.Diff(addrs("192.0.2.1"), p2.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("second: %s", diff)
+	}
+	// p2 fails: its address is free again; p1 commits: its address is taken.
+	x.Unreserve(p2)
+	commit(t, x, p1, 2)
+	p3 := plan(t, x, "three")
+	if diff := cmp.Diff(addrs("192.0.2.1"), p3.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("third: %s", diff)
+	}
+	// The plan's conditions: allocation and claim absent, pool at its revision.
+	want := []ipam.Cond{
+		{Ref: RefOf(ipam.KindAllocation, "c1", ipam.AllocationID("three"))},
+		{Ref: ipam.Ref{Kind: ipam.KindPool, ID: "web"}, Rev: 1},
+		{Ref: ClaimRef(netip.MustParseAddr("192.0.2.1"))},
+	}
+	if diff := cmp.Diff(want, p3.Change.Conds, addrCmp); diff != "" {
+		t.Fatalf("conds (-want +got):\n%s", diff)
+	}
+	// The owner of p1 gets its allocation back.
+	again := plan(t, x, "one")
+	if again.Existing == nil || again.Existing.Addrs[0] != netip.MustParseAddr("192.0.2.0") {
+		t.Fatalf("idempotent plan = %+v", again)
+	}
+}
+
+func TestExhaustion(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "tiny", "192.0.2.7"), 1)}, 1)
+	commit(t, x, plan(t, x, "one"), 2)
+	_, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "two"}, t0)
+	if !errors.Is(err, ipam.ErrPoolExhausted) {
+		t.Fatalf("got %v, want ErrPoolExhausted", err)
+	}
+}
+
+// Events may arrive in any order: claims before their pool (as etcd's key
+// order loads them), stale events after newer ones, a put after a delete.
+func TestApplyOrderIndependence(t *testing.T) {
+	addr := netip.MustParseAddr("192.0.2.0")
+	claim := ipam.Event{Ref: ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1", Holders: []ipam.Holder{{Allocation: "a1"}}}, Rev: 5}
+	x := New()
+	x.Apply([]ipam.Event{claim, poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 5)
+	if got := plan(t, x, "two").Alloc.Addrs; got[0] != netip.MustParseAddr("192.0.2.1") {
+		t.Fatalf("claim loaded before pool not honoured: got %v", got)
+	}
+	x = New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
+	x.Apply([]ipam.Event{{Ref: ClaimRef(addr), Rev: 7}}, 0) // deleted at 7
+	x.Apply([]ipam.Event{claim}, 0)                         // stale put at 5
+	if got := plan(t, x, "two").Alloc.Addrs; got[0] != addr {
+		t.Fatalf("stale put resurrected a deleted claim: got %v", got)
+	}
+}
+
+func TestReleaseHoldAndReturn(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
+	p := plan(t, x, "svc")
+	commit(t, x, p, 2)
+	id := p.Alloc.ID
+
+	rel, err := x.PlanRelease("c1", id, 0, time.Minute, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 3)
+	// Another owner does not get the held address.
+	if got := plan(t, x, "other").Alloc.Addrs; got[0] == p.Alloc.Addrs[0] {
+		t.Fatal("held address handed to another owner")
+	}
+	x.Unreserve(plan(t, x, "noop")) // exercise unreserve of an uncommitted plan
+	// The owner gets it back, and the hold ends in the same change.
+	back := plan(t, x, "svc")
+	if diff := cmp.Diff(p.Alloc.Addrs, back.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("returning owner got other addresses: %s", diff)
+	}
+	if !containsRef(back.Change.Deletes, RefOf(ipam.KindHold, "c1", id)) {
+		t.Fatal("returning owner's plan does not end the hold")
+	}
+}
+
+func TestFullPoolReclaimsHeld(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
+	a := plan(t, x, "a")
+	commit(t, x, a, 2)
+	b := plan(t, x, "b")
+	commit(t, x, b, 3)
+	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 4)
+	c := plan(t, x, "c")
+	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("full pool did not reclaim the held address: %s", diff)
+	}
+	if !containsRef(c.Change.Deletes, RefOf(ipam.KindHold, "c1", a.Alloc.ID)) {
+		t.Fatal("reclaim does not end the hold")
+	}
+}
+
+func TestSharingPlan(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
+	key := func(ports ...uint16) func(*ipam.Allocation) {
+		return func(a *ipam.Allocation) {
+			a.SharingKey = "k"
+			for _, p := range ports {
+				a.Ports = append(a.Ports, ipam.Port{Number: p})
+			}
+		}
+	}
+	h := plan(t, x, "http", key(80))
+	commit(t, x, h, 2)
+	d := plan(t, x, "https", key(443))
+	if diff := cmp.Diff(h.Alloc.Addrs, d.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("compatible sharer got another address: %s", diff)
+	}
+	commit(t, x, d, 3)
+	clash := plan(t, x, "http2", key(80))
+	if clash.Alloc.Addrs[0] == h.Alloc.Addrs[0] {
+		t.Fatal("clashing sharer got the shared address")
+	}
+	// Releasing one sharer keeps the address for the other.
+	rel, err := x.PlanRelease("c1", h.Alloc.ID, 0, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rel.Change.Deletes) != 1 || len(rel.Change.Puts) != 1 {
+		t.Fatalf("release of one sharer: deletes %v puts %v", rel.Change.Deletes, rel.Change.Puts)
+	}
+}
+
+func TestDueExpiry(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
+	p := plan(t, x, "lease", func(a *ipam.Allocation) { a.TTL = time.Minute })
+	commit(t, x, p, 2)
+	if due, next := x.Due(t0); len(due) != 0 || !next.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("Due(t0) = %v, %v", due, next)
+	}
+	due, _ := x.Due(t0.Add(2 * time.Minute))
+	if len(due) != 1 {
+		t.Fatalf("nothing due after the ttl: %v", due)
+	}
+	exp := x.PlanExpire(due[0], t0.Add(2*time.Minute))
+	if exp == nil || len(exp.Change.Deletes) != 2 {
+		t.Fatalf("expire plan = %+v", exp)
+	}
+}
+
+func containsRef(rs []ipam.Ref, r ipam.Ref) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
