@@ -177,7 +177,11 @@ func (b *builder) endHold(h *ipam.Hold, keep []netip.Addr) {
 		if _, writes := b.claims[addr]; writes || slices.Contains(keep, addr) {
 			continue
 		}
-		if c, ok := b.x.claims[addr]; ok && c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0 {
+		c, ok := b.x.claims[addr]
+		switch {
+		case !ok:
+			b.cond(ClaimRef(addr)) // a stale index must not leave it behind
+		case c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0:
 			b.del(ClaimRef(addr))
 		}
 	}

@@ -28,7 +28,10 @@ func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, no
 	for _, addr := range a.Addrs {
 		c, ok := x.claims[addr]
 		if !ok {
-			continue // already gone: nothing to free
+			// Not in the index: commit only if it is really gone, so that a
+			// stale index cannot leave a claim behind.
+			b.cond(ClaimRef(addr))
+			continue
 		}
 		n := *c.c
 		n.Holders = slices.DeleteFunc(slices.Clone(c.c.Holders), func(h ipam.Holder) bool { return h.Allocation == id })

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig(nil, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		Listen: "127.0.0.1:7400", OpsListen: "127.0.0.1:7401", DataDir: "beacon-data", LogLevel: "info",
+		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, CommitWorkers: 4,
+	}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Fatalf("defaults (-want +got):\n%s", diff)
+	}
+
+	env["BEACON_IPAM_ETCD_ENDPOINTS"] = "http://127.0.0.1:2379, http://127.0.0.1:2380"
+	env["BEACON_IPAM_RELEASE_HOLD"] = "0s"
+	c, err = parseConfig([]string{"--listen", "127.0.0.1:0"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"http://127.0.0.1:2379", "http://127.0.0.1:2380"}, c.EtcdEndpoints); diff != "" {
+		t.Errorf("endpoints from env: %s", diff)
+	}
+	if c.ReleaseHold != 0 || c.Listen != "127.0.0.1:0" {
+		t.Errorf("env/flag values not taken: %+v", c)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--release-hold", "soon"}, "--release-hold"},
+		{[]string{"--release-hold", "-1s"}, "--release-hold"},
+		{[]string{"--commit-workers", "0"}, "--commit-workers"},
+		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca needs"},
+		{[]string{"--otlp-insecure", "maybe"}, "--otlp-insecure"},
+		{[]string{"extra"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseConfig(tt.args, func(string) string { return "" })
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
