@@ -61,7 +61,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = client.Close() }()
-	rep := replica.New(client, logger, replica.Options{ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers})
+	rep := replica.New(client, logger, replica.Options{
+		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers,
+		Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
+	})
 	if err := rep.Load(ctx); err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -38,6 +40,8 @@ type Options struct {
 	MaxAttempts int
 	// Now returns the time (default time.Now).
 	Now func() time.Time
+	// Meter records the allocator's metrics (default: none).
+	Meter metric.Meter
 }
 
 // Allocator runs allocations, releases and renewals.
@@ -46,6 +50,7 @@ type Allocator struct {
 	store  Store
 	logger *slog.Logger
 	opts   Options
+	m      metrics
 }
 
 // New returns an Allocator over a replica's index and its store.
@@ -56,7 +61,7 @@ func New(idx *index.Index, store Store, logger *slog.Logger, opts Options) *Allo
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Allocator{idx: idx, store: store, logger: logger, opts: opts}
+	return &Allocator{idx: idx, store: store, logger: logger, opts: opts, m: newMetrics(opts.Meter)}
 }
 
 // Meta is who asks, and the request's idempotency key.
@@ -90,6 +95,16 @@ type Result struct {
 
 // Allocate gives req.Owner in req.Tenant its addresses.
 func (a *Allocator) Allocate(ctx context.Context, req *ipam.Allocation, meta Meta) (Result, error) {
+	res, err := a.allocate(ctx, req, meta)
+	op := "allocate"
+	if err == nil && !res.Created {
+		op = "allocate_existing"
+	}
+	a.m.record(ctx, op, err)
+	return res, err
+}
+
+func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Meta) (Result, error) {
 	if r, ok, err := a.replayed(ctx, req.Tenant, meta); ok || err != nil {
 		if err != nil {
 			return Result{}, err
@@ -156,6 +171,7 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 	}
 	a.idx.Unreserve(plan)
 	if errors.Is(err, ipam.ErrConflict) {
+		a.m.conflicts.Add(ctx, 1)
 		a.idx.Apply(fresh, 0)
 	}
 	return 0, err
@@ -164,6 +180,12 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 // Release ends the allocation tenant/id; hold nil means the default hold.
 // etagRev, if positive, must match the allocation's revision.
 func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta Meta) (Result, error) {
+	res, err := a.release(ctx, tenant, id, etagRev, hold, meta)
+	a.m.record(ctx, "release", err)
+	return res, err
+}
+
+func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta Meta) (Result, error) {
 	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
 		return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
 	}
@@ -205,6 +227,12 @@ func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int6
 
 // Renew pushes back the expiry of tenant/id.
 func (a *Allocator) Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
+	res, err := a.renew(ctx, tenant, id, etagRev, ttl, meta)
+	a.m.record(ctx, "renew", err)
+	return res, err
+}
+
+func (a *Allocator) renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		plan, err := a.idx.PlanRenew(tenant, id, etagRev, ttl, now)

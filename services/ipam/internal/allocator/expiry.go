@@ -51,6 +51,7 @@ func (a *Allocator) expire(ctx context.Context, ref ipam.Ref, now time.Time) {
 	}
 	a.addLog(&plan.Change, action, plan.Before, Meta{Actor: "system"}, now, replay{})
 	_, err := a.commit(ctx, plan)
+	a.m.record(ctx, "expire", err)
 	switch {
 	case err == nil:
 		a.logger.InfoContext(ctx, "expired", "ref", ref.ID, "kind", int(ref.Kind), "addresses", plan.Before.Addrs)

@@ -149,3 +149,14 @@ func (x *Index) ClaimsInPool(name string) []netip.Addr {
 	}
 	return out
 }
+
+// PoolNames returns the names of the indexed pools, sorted.
+func (x *Index) PoolNames() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.pools))
+	for _, p := range x.sortedPools() {
+		out = append(out, p.Name)
+	}
+	return out
+}

@@ -5,9 +5,13 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math/big"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -27,6 +31,8 @@ type Options struct {
 	CommitWorkers int
 	// Now returns the time (default time.Now).
 	Now func() time.Time
+	// Meter records metrics (default: none).
+	Meter metric.Meter
 }
 
 // Replica is one IPAM replica.
@@ -44,7 +50,10 @@ type Replica struct {
 func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers})
 	idx := index.New()
-	alloc := allocator.New(idx, st, logger, allocator.Options{DefaultHold: opts.ReleaseHold, Now: opts.Now})
+	alloc := allocator.New(idx, st, logger, allocator.Options{DefaultHold: opts.ReleaseHold, Now: opts.Now, Meter: opts.Meter})
+	if opts.Meter != nil {
+		observePools(opts.Meter, idx, logger)
+	}
 	return &Replica{
 		store:    st,
 		index:    idx,
@@ -78,3 +87,28 @@ func (r *Replica) StorageReady(ctx context.Context) error { return r.store.Ready
 
 // IndexReady is a readiness check: the index has loaded.
 func (r *Replica) IndexReady(ctx context.Context) error { return r.follower.Ready(ctx) }
+
+// observePools exports every pool's usage as gauges, read from the index at
+// each collection.
+func observePools(m metric.Meter, idx *index.Index, logger *slog.Logger) {
+	used, err1 := m.Int64ObservableGauge("beacon.ipam.pool.used", metric.WithDescription("Addresses in use (held ones included) per pool and family"))
+	size, err2 := m.Float64ObservableGauge("beacon.ipam.pool.size", metric.WithDescription("Addresses a pool can hand out per family (float: a /64 exceeds int64)"))
+	if err := errors.Join(err1, err2); err != nil {
+		logger.Warn("pool metrics unavailable", "error", err)
+		return
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, name := range idx.PoolNames() {
+			for _, u := range idx.Usage(name) {
+				attrs := metric.WithAttributes(attribute.String("pool", name), attribute.String("family", u.Family.String()))
+				o.ObserveInt64(used, int64(u.Used), attrs)
+				f, _ := new(big.Float).SetInt(u.Size).Float64()
+				o.ObserveFloat64(size, f, attrs)
+			}
+		}
+		return nil
+	}, used, size)
+	if err != nil {
+		logger.Warn("pool metrics unavailable", "error", err)
+	}
+}
