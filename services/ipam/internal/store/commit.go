@@ -215,6 +215,7 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 			current[key(ref)] = ev
 		}
 		var again []*pending
+		losers := 0
 		for _, p := range items {
 			var fresh []ipam.Event
 			ok := len(p.change.Unchanged) == 0
@@ -229,7 +230,16 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 				again = append(again, p)
 				continue
 			}
+			losers++
 			p.done <- commitResult{fresh: fresh, err: ipam.ErrConflict}
+		}
+		if losers == 0 {
+			// Cannot happen: etcd failed a comparison that held. Never
+			// loop on it.
+			for _, p := range again {
+				p.done <- commitResult{err: ipam.ErrConflict}
+			}
+			return
 		}
 		items = again
 	}
