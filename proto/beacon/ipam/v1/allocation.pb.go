@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -245,7 +246,7 @@ func (x AllocationEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AllocationEvent_Type.Descriptor instead.
 func (AllocationEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{14, 0}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{17, 0}
 }
 
 // Allocation is the set of addresses held by one owner: one per family.
@@ -302,7 +303,9 @@ type Allocation struct {
 	// Output only. When the allocation was made.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Output only. When the allocation last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Output only. Which nodes announce the addresses, and how.
+	Announcements []*AllocationAnnouncement `protobuf:"bytes,23,rep,name=announcements,proto3" json:"announcements,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +494,198 @@ func (x *Allocation) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Allocation) GetAnnouncements() []*AllocationAnnouncement {
+	if x != nil {
+		return x.Announcements
+	}
+	return nil
+}
+
+// AllocationAnnouncement is one node announcing an allocation's addresses.
+type AllocationAnnouncement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node, "tenants/{tenant}/announcers/{node}".
+	Announcer string `protobuf:"bytes,1,opt,name=announcer,proto3" json:"announcer,omitempty"`
+	// How.
+	Protocol AnnouncementProtocol `protobuf:"varint,2,opt,name=protocol,proto3,enum=beacon.ipam.v1.AnnouncementProtocol" json:"protocol,omitempty"`
+	// For L2: the interfaces.
+	Interfaces []string `protobuf:"bytes,3,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// For BGP: the peers.
+	Peers         []string `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocationAnnouncement) Reset() {
+	*x = AllocationAnnouncement{}
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocationAnnouncement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocationAnnouncement) ProtoMessage() {}
+
+func (x *AllocationAnnouncement) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocationAnnouncement.ProtoReflect.Descriptor instead.
+func (*AllocationAnnouncement) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AllocationAnnouncement) GetAnnouncer() string {
+	if x != nil {
+		return x.Announcer
+	}
+	return ""
+}
+
+func (x *AllocationAnnouncement) GetProtocol() AnnouncementProtocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_UNSPECIFIED
+}
+
+func (x *AllocationAnnouncement) GetInterfaces() []string {
+	if x != nil {
+		return x.Interfaces
+	}
+	return nil
+}
+
+func (x *AllocationAnnouncement) GetPeers() []string {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// UpdateAllocationRequest is the request of UpdateAllocation.
+type UpdateAllocationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allocation with its name set; only the fields in update_mask are
+	// used.
+	Allocation *Allocation `protobuf:"bytes,1,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// Fields to change: owner_labels, namespace_labels, ports, traffic_policy,
+	// endpoint_nodes, ttl.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Makes retries safe.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAllocationRequest) Reset() {
+	*x = UpdateAllocationRequest{}
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAllocationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAllocationRequest) ProtoMessage() {}
+
+func (x *UpdateAllocationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAllocationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateAllocationRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UpdateAllocationRequest) GetAllocation() *Allocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *UpdateAllocationRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *UpdateAllocationRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// UpdateAllocationResponse is the response of UpdateAllocation.
+type UpdateAllocationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allocation after the change.
+	Allocation    *Allocation `protobuf:"bytes,1,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAllocationResponse) Reset() {
+	*x = UpdateAllocationResponse{}
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAllocationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAllocationResponse) ProtoMessage() {}
+
+func (x *UpdateAllocationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAllocationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateAllocationResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UpdateAllocationResponse) GetAllocation() *Allocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
 // Port is a port an owner serves.
 type Port struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -504,7 +699,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +711,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +724,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{1}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Port) GetPort() int32 {
@@ -563,7 +758,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +770,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +783,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{2}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AllocateRequest) GetParent() string {
@@ -625,7 +820,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +832,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +845,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{3}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AllocateResponse) GetAllocation() *Allocation {
@@ -690,7 +885,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +897,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +910,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{4}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -773,7 +968,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +980,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +993,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{5}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReleaseResponse) GetAddresses() []string {
@@ -826,7 +1021,7 @@ type GetAllocationRequest struct {
 
 func (x *GetAllocationRequest) Reset() {
 	*x = GetAllocationRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1033,7 @@ func (x *GetAllocationRequest) String() string {
 func (*GetAllocationRequest) ProtoMessage() {}
 
 func (x *GetAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1046,7 @@ func (x *GetAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocationRequest.ProtoReflect.Descriptor instead.
 func (*GetAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{6}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetAllocationRequest) GetName() string {
@@ -872,7 +1067,7 @@ type GetAllocationResponse struct {
 
 func (x *GetAllocationResponse) Reset() {
 	*x = GetAllocationResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1079,7 @@ func (x *GetAllocationResponse) String() string {
 func (*GetAllocationResponse) ProtoMessage() {}
 
 func (x *GetAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1092,7 @@ func (x *GetAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocationResponse.ProtoReflect.Descriptor instead.
 func (*GetAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{7}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetAllocationResponse) GetAllocation() *Allocation {
@@ -926,7 +1121,7 @@ type ListAllocationsRequest struct {
 
 func (x *ListAllocationsRequest) Reset() {
 	*x = ListAllocationsRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1133,7 @@ func (x *ListAllocationsRequest) String() string {
 func (*ListAllocationsRequest) ProtoMessage() {}
 
 func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1146,7 @@ func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{8}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListAllocationsRequest) GetParent() string {
@@ -995,7 +1190,7 @@ type ListAllocationsResponse struct {
 
 func (x *ListAllocationsResponse) Reset() {
 	*x = ListAllocationsResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1202,7 @@ func (x *ListAllocationsResponse) String() string {
 func (*ListAllocationsResponse) ProtoMessage() {}
 
 func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1215,7 @@ func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{9}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListAllocationsResponse) GetAllocations() []*Allocation {
@@ -1052,7 +1247,7 @@ type RenewAllocationRequest struct {
 
 func (x *RenewAllocationRequest) Reset() {
 	*x = RenewAllocationRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1259,7 @@ func (x *RenewAllocationRequest) String() string {
 func (*RenewAllocationRequest) ProtoMessage() {}
 
 func (x *RenewAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1272,7 @@ func (x *RenewAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllocationRequest.ProtoReflect.Descriptor instead.
 func (*RenewAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{10}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewAllocationRequest) GetName() string {
@@ -1112,7 +1307,7 @@ type RenewAllocationResponse struct {
 
 func (x *RenewAllocationResponse) Reset() {
 	*x = RenewAllocationResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1319,7 @@ func (x *RenewAllocationResponse) String() string {
 func (*RenewAllocationResponse) ProtoMessage() {}
 
 func (x *RenewAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1332,7 @@ func (x *RenewAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllocationResponse.ProtoReflect.Descriptor instead.
 func (*RenewAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{11}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewAllocationResponse) GetAllocation() *Allocation {
@@ -1162,7 +1357,7 @@ type WatchAllocationsRequest struct {
 
 func (x *WatchAllocationsRequest) Reset() {
 	*x = WatchAllocationsRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1369,7 @@ func (x *WatchAllocationsRequest) String() string {
 func (*WatchAllocationsRequest) ProtoMessage() {}
 
 func (x *WatchAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1382,7 @@ func (x *WatchAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{12}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchAllocationsRequest) GetParent() string {
@@ -1219,7 +1414,7 @@ type WatchAllocationsResponse struct {
 
 func (x *WatchAllocationsResponse) Reset() {
 	*x = WatchAllocationsResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1426,7 @@ func (x *WatchAllocationsResponse) String() string {
 func (*WatchAllocationsResponse) ProtoMessage() {}
 
 func (x *WatchAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1439,7 @@ func (x *WatchAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{13}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchAllocationsResponse) GetEvents() []*AllocationEvent {
@@ -1281,7 +1476,7 @@ type AllocationEvent struct {
 
 func (x *AllocationEvent) Reset() {
 	*x = AllocationEvent{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1488,7 @@ func (x *AllocationEvent) String() string {
 func (*AllocationEvent) ProtoMessage() {}
 
 func (x *AllocationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1501,7 @@ func (x *AllocationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationEvent.ProtoReflect.Descriptor instead.
 func (*AllocationEvent) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{14}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AllocationEvent) GetType() AllocationEvent_Type {
@@ -1327,7 +1522,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\b\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\t\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -1357,13 +1552,33 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\vcreate_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\x1a>\n" +
+	"updateTime\x12L\n" +
+	"\rannouncements\x18\x17 \x03(\v2&.beacon.ipam.v1.AllocationAnnouncementR\rannouncements\x1a>\n" +
 	"\x10OwnerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
 	"\x14NamespaceLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x16AllocationAnnouncement\x12\x1c\n" +
+	"\tannouncer\x18\x01 \x01(\tR\tannouncer\x12@\n" +
+	"\bprotocol\x18\x02 \x01(\x0e2$.beacon.ipam.v1.AnnouncementProtocolR\bprotocol\x12\x1e\n" +
+	"\n" +
+	"interfaces\x18\x03 \x03(\tR\n" +
+	"interfaces\x12\x14\n" +
+	"\x05peers\x18\x04 \x03(\tR\x05peers\"\xb1\x01\n" +
+	"\x17UpdateAllocationRequest\x12:\n" +
+	"\n" +
+	"allocation\x18\x01 \x01(\v2\x1a.beacon.ipam.v1.AllocationR\n" +
+	"allocation\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"V\n" +
+	"\x18UpdateAllocationResponse\x12:\n" +
+	"\n" +
+	"allocation\x18\x01 \x01(\v2\x1a.beacon.ipam.v1.AllocationR\n" +
+	"allocation\"P\n" +
 	"\x04Port\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\x05R\x04port\x124\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2\x18.beacon.ipam.v1.ProtocolR\bprotocol\"\x84\x01\n" +
@@ -1443,13 +1658,14 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPROTOCOL_TCP\x10\x01\x12\x10\n" +
 	"\fPROTOCOL_UDP\x10\x02\x12\x11\n" +
-	"\rPROTOCOL_SCTP\x10\x032\xbd\x04\n" +
+	"\rPROTOCOL_SCTP\x10\x032\xa4\x05\n" +
 	"\x11AllocationService\x12M\n" +
 	"\bAllocate\x12\x1f.beacon.ipam.v1.AllocateRequest\x1a .beacon.ipam.v1.AllocateResponse\x12J\n" +
 	"\aRelease\x12\x1e.beacon.ipam.v1.ReleaseRequest\x1a\x1f.beacon.ipam.v1.ReleaseResponse\x12\\\n" +
 	"\rGetAllocation\x12$.beacon.ipam.v1.GetAllocationRequest\x1a%.beacon.ipam.v1.GetAllocationResponse\x12b\n" +
 	"\x0fListAllocations\x12&.beacon.ipam.v1.ListAllocationsRequest\x1a'.beacon.ipam.v1.ListAllocationsResponse\x12b\n" +
-	"\x0fRenewAllocation\x12&.beacon.ipam.v1.RenewAllocationRequest\x1a'.beacon.ipam.v1.RenewAllocationResponse\x12g\n" +
+	"\x0fRenewAllocation\x12&.beacon.ipam.v1.RenewAllocationRequest\x1a'.beacon.ipam.v1.RenewAllocationResponse\x12e\n" +
+	"\x10UpdateAllocation\x12'.beacon.ipam.v1.UpdateAllocationRequest\x1a(.beacon.ipam.v1.UpdateAllocationResponse\x12g\n" +
 	"\x10WatchAllocations\x12'.beacon.ipam.v1.WatchAllocationsRequest\x1a(.beacon.ipam.v1.WatchAllocationsResponse0\x01B8Z6github.com/beaconlb/beacon/proto/beacon/ipam/v1;ipamv1b\x06proto3"
 
 var (
@@ -1465,73 +1681,85 @@ func file_beacon_ipam_v1_allocation_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_ipam_v1_allocation_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_beacon_ipam_v1_allocation_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_beacon_ipam_v1_allocation_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_beacon_ipam_v1_allocation_proto_goTypes = []any{
 	(IPFamilyPolicy)(0),              // 0: beacon.ipam.v1.IPFamilyPolicy
 	(TrafficPolicy)(0),               // 1: beacon.ipam.v1.TrafficPolicy
 	(Protocol)(0),                    // 2: beacon.ipam.v1.Protocol
 	(AllocationEvent_Type)(0),        // 3: beacon.ipam.v1.AllocationEvent.Type
 	(*Allocation)(nil),               // 4: beacon.ipam.v1.Allocation
-	(*Port)(nil),                     // 5: beacon.ipam.v1.Port
-	(*AllocateRequest)(nil),          // 6: beacon.ipam.v1.AllocateRequest
-	(*AllocateResponse)(nil),         // 7: beacon.ipam.v1.AllocateResponse
-	(*ReleaseRequest)(nil),           // 8: beacon.ipam.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),          // 9: beacon.ipam.v1.ReleaseResponse
-	(*GetAllocationRequest)(nil),     // 10: beacon.ipam.v1.GetAllocationRequest
-	(*GetAllocationResponse)(nil),    // 11: beacon.ipam.v1.GetAllocationResponse
-	(*ListAllocationsRequest)(nil),   // 12: beacon.ipam.v1.ListAllocationsRequest
-	(*ListAllocationsResponse)(nil),  // 13: beacon.ipam.v1.ListAllocationsResponse
-	(*RenewAllocationRequest)(nil),   // 14: beacon.ipam.v1.RenewAllocationRequest
-	(*RenewAllocationResponse)(nil),  // 15: beacon.ipam.v1.RenewAllocationResponse
-	(*WatchAllocationsRequest)(nil),  // 16: beacon.ipam.v1.WatchAllocationsRequest
-	(*WatchAllocationsResponse)(nil), // 17: beacon.ipam.v1.WatchAllocationsResponse
-	(*AllocationEvent)(nil),          // 18: beacon.ipam.v1.AllocationEvent
-	nil,                              // 19: beacon.ipam.v1.Allocation.OwnerLabelsEntry
-	nil,                              // 20: beacon.ipam.v1.Allocation.NamespaceLabelsEntry
-	(IPFamily)(0),                    // 21: beacon.ipam.v1.IPFamily
-	(*durationpb.Duration)(nil),      // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
+	(*AllocationAnnouncement)(nil),   // 5: beacon.ipam.v1.AllocationAnnouncement
+	(*UpdateAllocationRequest)(nil),  // 6: beacon.ipam.v1.UpdateAllocationRequest
+	(*UpdateAllocationResponse)(nil), // 7: beacon.ipam.v1.UpdateAllocationResponse
+	(*Port)(nil),                     // 8: beacon.ipam.v1.Port
+	(*AllocateRequest)(nil),          // 9: beacon.ipam.v1.AllocateRequest
+	(*AllocateResponse)(nil),         // 10: beacon.ipam.v1.AllocateResponse
+	(*ReleaseRequest)(nil),           // 11: beacon.ipam.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),          // 12: beacon.ipam.v1.ReleaseResponse
+	(*GetAllocationRequest)(nil),     // 13: beacon.ipam.v1.GetAllocationRequest
+	(*GetAllocationResponse)(nil),    // 14: beacon.ipam.v1.GetAllocationResponse
+	(*ListAllocationsRequest)(nil),   // 15: beacon.ipam.v1.ListAllocationsRequest
+	(*ListAllocationsResponse)(nil),  // 16: beacon.ipam.v1.ListAllocationsResponse
+	(*RenewAllocationRequest)(nil),   // 17: beacon.ipam.v1.RenewAllocationRequest
+	(*RenewAllocationResponse)(nil),  // 18: beacon.ipam.v1.RenewAllocationResponse
+	(*WatchAllocationsRequest)(nil),  // 19: beacon.ipam.v1.WatchAllocationsRequest
+	(*WatchAllocationsResponse)(nil), // 20: beacon.ipam.v1.WatchAllocationsResponse
+	(*AllocationEvent)(nil),          // 21: beacon.ipam.v1.AllocationEvent
+	nil,                              // 22: beacon.ipam.v1.Allocation.OwnerLabelsEntry
+	nil,                              // 23: beacon.ipam.v1.Allocation.NamespaceLabelsEntry
+	(IPFamily)(0),                    // 24: beacon.ipam.v1.IPFamily
+	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
+	(AnnouncementProtocol)(0),        // 27: beacon.ipam.v1.AnnouncementProtocol
+	(*fieldmaskpb.FieldMask)(nil),    // 28: google.protobuf.FieldMask
 }
 var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
-	19, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
-	20, // 1: beacon.ipam.v1.Allocation.namespace_labels:type_name -> beacon.ipam.v1.Allocation.NamespaceLabelsEntry
-	21, // 2: beacon.ipam.v1.Allocation.ip_families:type_name -> beacon.ipam.v1.IPFamily
+	22, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
+	23, // 1: beacon.ipam.v1.Allocation.namespace_labels:type_name -> beacon.ipam.v1.Allocation.NamespaceLabelsEntry
+	24, // 2: beacon.ipam.v1.Allocation.ip_families:type_name -> beacon.ipam.v1.IPFamily
 	0,  // 3: beacon.ipam.v1.Allocation.ip_family_policy:type_name -> beacon.ipam.v1.IPFamilyPolicy
-	5,  // 4: beacon.ipam.v1.Allocation.ports:type_name -> beacon.ipam.v1.Port
+	8,  // 4: beacon.ipam.v1.Allocation.ports:type_name -> beacon.ipam.v1.Port
 	1,  // 5: beacon.ipam.v1.Allocation.traffic_policy:type_name -> beacon.ipam.v1.TrafficPolicy
-	22, // 6: beacon.ipam.v1.Allocation.ttl:type_name -> google.protobuf.Duration
-	23, // 7: beacon.ipam.v1.Allocation.expire_time:type_name -> google.protobuf.Timestamp
-	23, // 8: beacon.ipam.v1.Allocation.create_time:type_name -> google.protobuf.Timestamp
-	23, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 10: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
-	4,  // 11: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 12: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	22, // 13: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
-	23, // 14: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 15: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 16: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
-	22, // 17: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 18: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	18, // 19: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
-	3,  // 20: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
-	4,  // 21: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
-	6,  // 22: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
-	8,  // 23: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
-	10, // 24: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
-	12, // 25: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
-	14, // 26: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
-	16, // 27: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
-	7,  // 28: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
-	9,  // 29: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
-	11, // 30: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
-	13, // 31: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
-	15, // 32: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
-	17, // 33: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
-	28, // [28:34] is the sub-list for method output_type
-	22, // [22:28] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	25, // 6: beacon.ipam.v1.Allocation.ttl:type_name -> google.protobuf.Duration
+	26, // 7: beacon.ipam.v1.Allocation.expire_time:type_name -> google.protobuf.Timestamp
+	26, // 8: beacon.ipam.v1.Allocation.create_time:type_name -> google.protobuf.Timestamp
+	26, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
+	27, // 11: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	4,  // 12: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	28, // 13: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,  // 14: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	2,  // 15: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
+	4,  // 16: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 17: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	25, // 18: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
+	26, // 19: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 20: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 21: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
+	25, // 22: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 23: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	21, // 24: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
+	3,  // 25: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
+	4,  // 26: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
+	9,  // 27: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
+	11, // 28: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
+	13, // 29: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
+	15, // 30: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
+	17, // 31: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
+	6,  // 32: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
+	19, // 33: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
+	10, // 34: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
+	12, // 35: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
+	14, // 36: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
+	16, // 37: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
+	18, // 38: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
+	7,  // 39: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
+	20, // 40: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_allocation_proto_init() }
@@ -1539,6 +1767,7 @@ func file_beacon_ipam_v1_allocation_proto_init() {
 	if File_beacon_ipam_v1_allocation_proto != nil {
 		return
 	}
+	file_beacon_ipam_v1_announcer_proto_init()
 	file_beacon_ipam_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1546,7 +1775,7 @@ func file_beacon_ipam_v1_allocation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_allocation_proto_rawDesc), len(file_beacon_ipam_v1_allocation_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

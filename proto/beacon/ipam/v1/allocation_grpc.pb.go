@@ -24,6 +24,7 @@ const (
 	AllocationService_GetAllocation_FullMethodName    = "/beacon.ipam.v1.AllocationService/GetAllocation"
 	AllocationService_ListAllocations_FullMethodName  = "/beacon.ipam.v1.AllocationService/ListAllocations"
 	AllocationService_RenewAllocation_FullMethodName  = "/beacon.ipam.v1.AllocationService/RenewAllocation"
+	AllocationService_UpdateAllocation_FullMethodName = "/beacon.ipam.v1.AllocationService/UpdateAllocation"
 	AllocationService_WatchAllocations_FullMethodName = "/beacon.ipam.v1.AllocationService/WatchAllocations"
 )
 
@@ -47,6 +48,10 @@ type AllocationServiceClient interface {
 	ListAllocations(ctx context.Context, in *ListAllocationsRequest, opts ...grpc.CallOption) (*ListAllocationsResponse, error)
 	// RenewAllocation pushes back the expiry of an allocation that has a TTL.
 	RenewAllocation(ctx context.Context, in *RenewAllocationRequest, opts ...grpc.CallOption) (*RenewAllocationResponse, error)
+	// UpdateAllocation changes an allocation's owner metadata and traffic
+	// fields (not its addresses): owner_labels, namespace_labels, ports,
+	// traffic_policy, endpoint_nodes, ttl.
+	UpdateAllocation(ctx context.Context, in *UpdateAllocationRequest, opts ...grpc.CallOption) (*UpdateAllocationResponse, error)
 	// WatchAllocations streams a snapshot of the allocations, then every
 	// change in commit order.
 	WatchAllocations(ctx context.Context, in *WatchAllocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchAllocationsResponse], error)
@@ -110,6 +115,16 @@ func (c *allocationServiceClient) RenewAllocation(ctx context.Context, in *Renew
 	return out, nil
 }
 
+func (c *allocationServiceClient) UpdateAllocation(ctx context.Context, in *UpdateAllocationRequest, opts ...grpc.CallOption) (*UpdateAllocationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateAllocationResponse)
+	err := c.cc.Invoke(ctx, AllocationService_UpdateAllocation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *allocationServiceClient) WatchAllocations(ctx context.Context, in *WatchAllocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchAllocationsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AllocationService_ServiceDesc.Streams[0], AllocationService_WatchAllocations_FullMethodName, cOpts...)
@@ -149,6 +164,10 @@ type AllocationServiceServer interface {
 	ListAllocations(context.Context, *ListAllocationsRequest) (*ListAllocationsResponse, error)
 	// RenewAllocation pushes back the expiry of an allocation that has a TTL.
 	RenewAllocation(context.Context, *RenewAllocationRequest) (*RenewAllocationResponse, error)
+	// UpdateAllocation changes an allocation's owner metadata and traffic
+	// fields (not its addresses): owner_labels, namespace_labels, ports,
+	// traffic_policy, endpoint_nodes, ttl.
+	UpdateAllocation(context.Context, *UpdateAllocationRequest) (*UpdateAllocationResponse, error)
 	// WatchAllocations streams a snapshot of the allocations, then every
 	// change in commit order.
 	WatchAllocations(*WatchAllocationsRequest, grpc.ServerStreamingServer[WatchAllocationsResponse]) error
@@ -176,6 +195,9 @@ func (UnimplementedAllocationServiceServer) ListAllocations(context.Context, *Li
 }
 func (UnimplementedAllocationServiceServer) RenewAllocation(context.Context, *RenewAllocationRequest) (*RenewAllocationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewAllocation not implemented")
+}
+func (UnimplementedAllocationServiceServer) UpdateAllocation(context.Context, *UpdateAllocationRequest) (*UpdateAllocationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateAllocation not implemented")
 }
 func (UnimplementedAllocationServiceServer) WatchAllocations(*WatchAllocationsRequest, grpc.ServerStreamingServer[WatchAllocationsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchAllocations not implemented")
@@ -291,6 +313,24 @@ func _AllocationService_RenewAllocation_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AllocationService_UpdateAllocation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateAllocationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AllocationServiceServer).UpdateAllocation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AllocationService_UpdateAllocation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AllocationServiceServer).UpdateAllocation(ctx, req.(*UpdateAllocationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AllocationService_WatchAllocations_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchAllocationsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -328,6 +368,10 @@ var AllocationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewAllocation",
 			Handler:    _AllocationService_RenewAllocation_Handler,
+		},
+		{
+			MethodName: "UpdateAllocation",
+			Handler:    _AllocationService_UpdateAllocation_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

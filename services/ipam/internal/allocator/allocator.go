@@ -261,6 +261,52 @@ func (a *Allocator) renew(ctx context.Context, tenant, id string, etagRev int64,
 	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "renew kept conflicting with concurrent changes; retry")
 }
 
+// Update changes the metadata of tenant/id: change receives a copy of the
+// current allocation and edits it.
+func (a *Allocator) Update(ctx context.Context, tenant, id string, etagRev int64, change func(*ipam.Allocation), meta Meta) (Result, error) {
+	res, err := a.update(ctx, tenant, id, etagRev, change, meta)
+	a.m.record(ctx, "update", err)
+	return res, err
+}
+
+func (a *Allocator) update(ctx context.Context, tenant, id string, etagRev int64, change func(*ipam.Allocation), meta Meta) (Result, error) {
+	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+		if err != nil {
+			return Result{}, err
+		}
+		return a.current(ctx, tenant, r)
+	}
+	for range a.opts.MaxAttempts {
+		now := a.opts.Now()
+		cur, _, ok := a.idx.Allocation(tenant + "/" + id)
+		if !ok {
+			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
+				if err != nil {
+					return Result{}, err
+				}
+				return Result{}, notFound(tenant, id)
+			}
+			continue
+		}
+		next := *cur
+		change(&next)
+		plan, err := a.idx.PlanUpdate(tenant, id, etagRev, &next, now)
+		if err != nil {
+			return Result{}, err
+		}
+		a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc)})
+		rev, err := a.commit(ctx, plan)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Allocation: plan.Alloc, Rev: rev}, nil
+	}
+	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "update kept conflicting with concurrent changes; retry")
+}
+
 func notFound(tenant, id string) error {
 	return ipam.Refuse(ipam.ErrNotFound, "allocation tenants/%s/allocations/%s not found", tenant, id)
 }

@@ -110,3 +110,49 @@ func (x *Index) PlanExpire(ref ipam.Ref, now time.Time) *Plan {
 	x.mu.Unlock()
 	return nil
 }
+
+// PlanUpdate plans changing the metadata of "tenant/id": next is the whole
+// allocation after the change (addresses, pool and owner untouched by the
+// caller). A change of ports is checked against the address's other sharers.
+func (x *Index) PlanUpdate(tenant, id string, rev int64, next *ipam.Allocation, now time.Time) (*Plan, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.allocs[tenant+"/"+id]
+	if !ok {
+		return nil, ipam.Refuse(ipam.ErrNotFound, "allocation tenants/%s/allocations/%s not found", tenant, id)
+	}
+	if rev > 0 && rev != e.rev {
+		return nil, ipam.Refuse(ipam.ErrEtagMismatch, "allocation changed since etag was read")
+	}
+	a := *next
+	a.Tenant, a.ID, a.UID, a.Owner = e.a.Tenant, e.a.ID, e.a.UID, e.a.Owner
+	a.Addrs, a.Pool, a.CreateTime, a.UpdateTime = e.a.Addrs, e.a.Pool, e.a.CreateTime, now
+	a.ExpireTime = e.a.ExpireTime
+	if a.TTL != e.a.TTL {
+		a.ExpireTime = time.Time{}
+		if a.TTL > 0 {
+			a.ExpireTime = now.Add(a.TTL)
+		}
+	}
+	b := &builder{x: x, plan: &Plan{Alloc: &a, Before: e.a}, claims: make(map[netip.Addr]*ipam.Claim)}
+	if !slices.Equal(a.Ports, e.a.Ports) {
+		for _, addr := range a.Addrs {
+			c, ok := x.claims[addr]
+			if !ok {
+				continue
+			}
+			n := *c.c
+			n.Holders = slices.Clone(c.c.Holders)
+			for i, h := range n.Holders {
+				if h.Allocation == id {
+					n.Holders[i].Ports = a.Ports
+				} else if ipam.PortsClash(h.Ports, a.Ports) {
+					return nil, ipam.Refuse(ipam.ErrAddressInUse, "the new ports clash with another owner sharing %s", addr)
+				}
+			}
+			b.put(ClaimRef(addr), &n)
+		}
+	}
+	b.put(RefOf(ipam.KindAllocation, tenant, id), &a)
+	return b.plan, nil
+}

@@ -22,6 +22,7 @@ type Writer interface {
 	Allocate(ctx context.Context, req *ipam.Allocation, meta allocator.Meta) (allocator.Result, error)
 	Release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta allocator.Meta) (allocator.Result, error)
 	Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta allocator.Meta) (allocator.Result, error)
+	Update(ctx context.Context, tenant, id string, etagRev int64, change func(*ipam.Allocation), meta allocator.Meta) (allocator.Result, error)
 	CreatePool(ctx context.Context, p *ipam.Pool, validateOnly bool, meta allocator.Meta) (allocator.PoolResult, error)
 	GetPool(ctx context.Context, name string) (allocator.PoolResult, error)
 	UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int64, validateOnly bool, meta allocator.Meta) (allocator.PoolResult, error)
