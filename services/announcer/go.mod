@@ -3,6 +3,7 @@ module github.com/beaconlb/beacon/services/announcer
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/arp v0.0.0-20220512170110-6706a2966875 // indirect
 	github.com/mdlayher/ethernet v0.0.0-20220221185849-529eae5b6118 // indirect
 	github.com/mdlayher/ndp v1.1.0 // indirect
