@@ -1,0 +1,159 @@
+package ipam
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
+)
+
+// NodePriority is one tier of preferred L2 nodes: lower Priority wins.
+type NodePriority struct {
+	Priority int               `json:"priority"`
+	Selector selector.Selector `json:"selector"`
+}
+
+// L2Advertisement announces addresses of selected pools over ARP/NDP from
+// one node at a time (MetalLB's L2Advertisement, plus node priorities).
+type L2Advertisement struct {
+	Tenant         string              `json:"tenant"`
+	ID             string              `json:"id"`
+	UID            string              `json:"uid"`
+	Pools          []string            `json:"pools,omitempty"` // pool IDs
+	PoolSelectors  []selector.Selector `json:"poolSelectors,omitempty"`
+	NodeSelectors  []selector.Selector `json:"nodeSelectors,omitempty"`
+	Interfaces     []string            `json:"interfaces,omitempty"`
+	OwnerSelectors []selector.Selector `json:"ownerSelectors,omitempty"`
+	NodePriorities []NodePriority      `json:"nodePriorities,omitempty"`
+	CreateTime     time.Time           `json:"createTime"`
+	UpdateTime     time.Time           `json:"updateTime"`
+}
+
+// BGPAdvertisement announces addresses of selected pools to BGP peers
+// (MetalLB's BGPAdvertisement).
+type BGPAdvertisement struct {
+	Tenant        string              `json:"tenant"`
+	ID            string              `json:"id"`
+	UID           string              `json:"uid"`
+	Pools         []string            `json:"pools,omitempty"`
+	PoolSelectors []selector.Selector `json:"poolSelectors,omitempty"`
+	NodeSelectors []selector.Selector `json:"nodeSelectors,omitempty"`
+	// Peers are BGPPeer IDs; empty means every peer.
+	Peers []string `json:"peers,omitempty"`
+	// Communities are "A:B", "large:A:B:C" or alias names.
+	Communities         []string            `json:"communities,omitempty"`
+	LocalPref           uint32              `json:"localPref,omitempty"`
+	AggregationLength   int                 `json:"aggregationLength"`   // IPv4, default 32
+	AggregationLengthV6 int                 `json:"aggregationLengthV6"` // default 128
+	OwnerSelectors      []selector.Selector `json:"ownerSelectors,omitempty"`
+	CreateTime          time.Time           `json:"createTime"`
+	UpdateTime          time.Time           `json:"updateTime"`
+}
+
+// BGPPeer is a router the tenant's nodes peer with (MetalLB's BGPPeer).
+type BGPPeer struct {
+	Tenant          string              `json:"tenant"`
+	ID              string              `json:"id"`
+	UID             string              `json:"uid"`
+	MyASN           uint32              `json:"myASN"`
+	PeerASN         uint32              `json:"peerASN"`
+	PeerAddress     netip.Addr          `json:"peerAddress"`
+	PeerPort        uint16              `json:"peerPort,omitempty"`
+	SourceAddress   netip.Addr          `json:"sourceAddress,omitzero"`
+	RouterID        netip.Addr          `json:"routerID,omitzero"`
+	HoldTime        time.Duration       `json:"holdTime,omitempty"`
+	KeepaliveTime   time.Duration       `json:"keepaliveTime,omitempty"`
+	ConnectTime     time.Duration       `json:"connectTime,omitempty"`
+	Password        string              `json:"password,omitempty"`
+	PasswordFile    string              `json:"passwordFile,omitempty"`
+	EBGPMultihop    bool                `json:"ebgpMultihop,omitempty"`
+	GracefulRestart bool                `json:"gracefulRestart,omitempty"`
+	NodeSelectors   []selector.Selector `json:"nodeSelectors,omitempty"`
+	BFDProfile      string              `json:"bfdProfile,omitempty"`
+	CreateTime      time.Time           `json:"createTime"`
+	UpdateTime      time.Time           `json:"updateTime"`
+}
+
+// BFDProfile is a set of BFD session parameters (MetalLB's BFDProfile).
+type BFDProfile struct {
+	Tenant           string        `json:"tenant"`
+	ID               string        `json:"id"`
+	UID              string        `json:"uid"`
+	ReceiveInterval  time.Duration `json:"receiveInterval"`
+	TransmitInterval time.Duration `json:"transmitInterval"`
+	DetectMultiplier uint32        `json:"detectMultiplier"`
+	EchoMode         bool          `json:"echoMode,omitempty"`
+	EchoInterval     time.Duration `json:"echoInterval,omitempty"`
+	PassiveMode      bool          `json:"passiveMode,omitempty"`
+	MinimumTTL       uint32        `json:"minimumTTL,omitempty"`
+	CreateTime       time.Time     `json:"createTime"`
+	UpdateTime       time.Time     `json:"updateTime"`
+}
+
+// CommunityAlias names a community value.
+type CommunityAlias struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Community is a set of named community aliases (MetalLB's Community).
+type Community struct {
+	Tenant     string           `json:"tenant"`
+	ID         string           `json:"id"`
+	UID        string           `json:"uid"`
+	Aliases    []CommunityAlias `json:"aliases"`
+	CreateTime time.Time        `json:"createTime"`
+	UpdateTime time.Time        `json:"updateTime"`
+}
+
+// Interface is one of a node's network interfaces.
+type Interface struct {
+	Name  string         `json:"name"`
+	MAC   string         `json:"mac,omitempty"`
+	Addrs []netip.Prefix `json:"addrs,omitempty"`
+	Up    bool           `json:"up"`
+}
+
+// Node is an announcer's node as the planner sees it.
+type Node struct {
+	Tenant     string            `json:"tenant"`
+	Name       string            `json:"name"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Interfaces []Interface       `json:"interfaces,omitempty"`
+	// Live is set while the node's announcer is subscribed.
+	Live bool `json:"live"`
+	// Draining nodes announce nothing (L2 moves away first).
+	Draining bool `json:"draining,omitempty"`
+}
+
+// PlanPeer is a BGP session a node must have.
+type PlanPeer struct {
+	Peer *BGPPeer
+	BFD  *BFDProfile // nil: no BFD
+}
+
+// PlanRoute is one prefix a node advertises to one peer, with that peer's
+// attributes.
+type PlanRoute struct {
+	Prefix           netip.Prefix
+	Peer             string // BGPPeer ID
+	Communities      []uint32
+	LargeCommunities [][3]uint32
+	LocalPref        uint32
+}
+
+// PlanL2 is an address a node answers ARP/NDP for.
+type PlanL2 struct {
+	Addr netip.Addr
+	// Interfaces to answer on; empty: all.
+	Interfaces []string
+	// Allocation is "tenant/id" of the allocation, for status.
+	Allocation string
+}
+
+// NodePlan is everything one node must announce.
+type NodePlan struct {
+	Peers  []PlanPeer
+	Routes []PlanRoute
+	L2     []PlanL2
+}
