@@ -126,6 +126,12 @@ type Node struct {
 	Draining bool `json:"draining,omitempty"`
 }
 
+// L2Owner records the node that answers ARP/NDP for an address.
+type L2Owner struct {
+	Addr netip.Addr `json:"addr"`
+	Node string     `json:"node"`
+}
+
 // PlanPeer is a BGP session a node must have.
 type PlanPeer struct {
 	Peer *BGPPeer

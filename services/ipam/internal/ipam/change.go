@@ -12,6 +12,16 @@ const (
 	KindHold
 	KindAudit
 	KindRequest
+	KindL2Advertisement
+	KindBGPAdvertisement
+	KindBGPPeer
+	KindBFDProfile
+	KindCommunity
+	// KindNode is an announcer's registration (live while its lease lasts)
+	// or drain mark.
+	KindNode
+	// KindL2Owner records which node answers ARP/NDP for an address.
+	KindL2Owner
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

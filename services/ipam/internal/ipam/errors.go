@@ -16,6 +16,7 @@ var (
 	ErrNotAllowed        = errors.New("not allowed")
 	ErrPoolOverlap       = errors.New("pools overlap")
 	ErrPoolInUse         = errors.New("pool holds allocations")
+	ErrInUse             = errors.New("in use")
 	ErrEtagMismatch      = errors.New("etag mismatch")
 	ErrOwnerConflict     = errors.New("owner holds a different allocation")
 	ErrRequestIDReused   = errors.New("request_id reused for a different request")

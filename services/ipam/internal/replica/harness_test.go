@@ -61,6 +61,7 @@ func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // node is one IPAM replica serving gRPC on loopback.
 type node struct {
+	addr   string // the gRPC address
 	pools  ipamv1.PoolServiceClient
 	allocs ipamv1.AllocationServiceClient
 	audit  ipamv1.AuditServiceClient
@@ -95,6 +96,7 @@ func startNode(t *testing.T, client *store.Client, opts replica.Options) *node {
 	}
 	var once sync.Once
 	n := &node{
+		addr:   lis.Addr().String(),
 		pools:  ipamv1.NewPoolServiceClient(conn),
 		allocs: ipamv1.NewAllocationServiceClient(conn),
 		audit:  ipamv1.NewAuditServiceClient(conn),

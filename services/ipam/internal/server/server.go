@@ -19,6 +19,7 @@ import (
 
 // Writer is what the handlers need to change state.
 type Writer interface {
+	ConfigWriter
 	Allocate(ctx context.Context, req *ipam.Allocation, meta allocator.Meta) (allocator.Result, error)
 	Release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta allocator.Meta) (allocator.Result, error)
 	Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta allocator.Meta) (allocator.Result, error)
@@ -59,6 +60,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	ipamv1.RegisterPoolServiceServer(g, &poolService{s: s})
 	ipamv1.RegisterAllocationServiceServer(g, &allocationService{s: s})
 	ipamv1.RegisterAuditServiceServer(g, &auditService{s: s})
+	ipamv1.RegisterAnnouncementServiceServer(g, newAnnouncementService(s))
 }
 
 // ActorKey is the metadata key the gateway sets to the authenticated

@@ -29,6 +29,7 @@ var codeOf = []struct {
 	{ipam.ErrNotAllowed, codes.FailedPrecondition, "NOT_ALLOWED"},
 	{ipam.ErrPoolOverlap, codes.FailedPrecondition, "POOL_OVERLAP"},
 	{ipam.ErrPoolInUse, codes.FailedPrecondition, "POOL_IN_USE"},
+	{ipam.ErrInUse, codes.FailedPrecondition, "IN_USE"},
 	{ipam.ErrOwnerConflict, codes.FailedPrecondition, "OWNER_HOLDS_OTHER_ALLOCATION"},
 	{ipam.ErrNoLongerExpiring, codes.FailedPrecondition, "NO_TTL"},
 	{ipam.ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED"},

@@ -23,6 +23,20 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindAudit
 	case *ipam.RequestRecord:
 		ok = k == ipam.KindRequest
+	case *ipam.L2Advertisement:
+		ok = k == ipam.KindL2Advertisement
+	case *ipam.BGPAdvertisement:
+		ok = k == ipam.KindBGPAdvertisement
+	case *ipam.BGPPeer:
+		ok = k == ipam.KindBGPPeer
+	case *ipam.BFDProfile:
+		ok = k == ipam.KindBFDProfile
+	case *ipam.Community:
+		ok = k == ipam.KindCommunity
+	case *ipam.Node:
+		ok = k == ipam.KindNode
+	case *ipam.L2Owner:
+		ok = k == ipam.KindL2Owner
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
@@ -50,6 +64,20 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.AuditRecord)
 	case ipam.KindRequest:
 		v = new(ipam.RequestRecord)
+	case ipam.KindL2Advertisement:
+		v = new(ipam.L2Advertisement)
+	case ipam.KindBGPAdvertisement:
+		v = new(ipam.BGPAdvertisement)
+	case ipam.KindBGPPeer:
+		v = new(ipam.BGPPeer)
+	case ipam.KindBFDProfile:
+		v = new(ipam.BFDProfile)
+	case ipam.KindCommunity:
+		v = new(ipam.Community)
+	case ipam.KindNode:
+		v = new(ipam.Node)
+	case ipam.KindL2Owner:
+		v = new(ipam.L2Owner)
 	default:
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}

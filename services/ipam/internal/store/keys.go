@@ -18,6 +18,14 @@ const (
 	holdsPrefix  = statePrefix + "holds/"
 	auditPrefix  = root + "log/audit/"
 	reqPrefix    = root + "log/requests/"
+	configPrefix = statePrefix + "config/"
+	l2AdvPrefix  = configPrefix + "l2adv/"
+	bgpAdvPrefix = configPrefix + "bgpadv/"
+	peersPrefix  = configPrefix + "peers/"
+	bfdPrefix    = configPrefix + "bfd/"
+	commPrefix   = configPrefix + "communities/"
+	nodesPrefix  = statePrefix + "nodes/"
+	ownersPrefix = statePrefix + "l2owners/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -35,6 +43,20 @@ func kindPrefix(k ipam.Kind) string {
 		return auditPrefix
 	case ipam.KindRequest:
 		return reqPrefix
+	case ipam.KindL2Advertisement:
+		return l2AdvPrefix
+	case ipam.KindBGPAdvertisement:
+		return bgpAdvPrefix
+	case ipam.KindBGPPeer:
+		return peersPrefix
+	case ipam.KindBFDProfile:
+		return bfdPrefix
+	case ipam.KindCommunity:
+		return commPrefix
+	case ipam.KindNode:
+		return nodesPrefix
+	case ipam.KindL2Owner:
+		return ownersPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -73,6 +95,13 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindHold, holdsPrefix},
 		{ipam.KindAudit, auditPrefix},
 		{ipam.KindRequest, reqPrefix},
+		{ipam.KindL2Advertisement, l2AdvPrefix},
+		{ipam.KindBGPAdvertisement, bgpAdvPrefix},
+		{ipam.KindBGPPeer, peersPrefix},
+		{ipam.KindBFDProfile, bfdPrefix},
+		{ipam.KindCommunity, commPrefix},
+		{ipam.KindNode, nodesPrefix},
+		{ipam.KindL2Owner, ownersPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true

@@ -1,0 +1,142 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// ConfigResult is the outcome of a write to an announcement config object.
+type ConfigResult struct {
+	Value any
+	Rev   int64
+}
+
+// configTenant is the tenant of a config ref "tenant/id".
+func configTenant(ref ipam.Ref) string {
+	for i := range len(ref.ID) {
+		if ref.ID[i] == '/' {
+			return ref.ID[:i]
+		}
+	}
+	return ref.ID
+}
+
+// CreateConfig stores a new announcement config object (validated by the
+// caller) under ref, failing if it exists. stamp sets its UID and times.
+func (a *Allocator) CreateConfig(ctx context.Context, ref ipam.Ref, value any, stamp func(uid string, now time.Time), validateOnly bool, meta Meta) (ConfigResult, error) {
+	tenant := configTenant(ref)
+	if _, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		return a.GetConfig(ctx, ref)
+	}
+	stamp(newID(), a.opts.Now())
+	if validateOnly {
+		return ConfigResult{Value: value}, nil
+	}
+	ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref}}, Puts: []ipam.Put{{Ref: ref, Value: value}}}
+	a.addRequest(&ch, tenant, meta, replay{Name: ref.ID, Created: true})
+	rev, _, err := a.store.Commit(ctx, ch)
+	if errors.Is(err, ipam.ErrConflict) {
+		return ConfigResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", ref.ID)
+	}
+	if err != nil {
+		return ConfigResult{}, err
+	}
+	return ConfigResult{Value: value, Rev: rev}, nil
+}
+
+// GetConfig reads a config object.
+func (a *Allocator) GetConfig(ctx context.Context, ref ipam.Ref) (ConfigResult, error) {
+	ev, err := a.store.Get(ctx, ref)
+	if errors.Is(err, ipam.ErrNotFound) {
+		return ConfigResult{}, ipam.Refuse(ipam.ErrNotFound, "%s not found", ref.ID)
+	}
+	if err != nil {
+		return ConfigResult{}, err
+	}
+	return ConfigResult{Value: ev.Value, Rev: ev.Rev}, nil
+}
+
+// UpdateConfig replaces a config object: next receives the current value
+// and its revision and returns the new value (or an error). etagRev, if
+// positive, must match.
+func (a *Allocator) UpdateConfig(ctx context.Context, ref ipam.Ref, etagRev int64, next func(cur any, now time.Time) (any, error), validateOnly bool, meta Meta) (ConfigResult, error) {
+	tenant := configTenant(ref)
+	if _, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		return a.GetConfig(ctx, ref)
+	}
+	for range a.opts.MaxAttempts {
+		cur, err := a.GetConfig(ctx, ref)
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		if etagRev > 0 && etagRev != cur.Rev {
+			return ConfigResult{}, ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", ref.ID)
+		}
+		v, err := next(cur.Value, a.opts.Now())
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		if validateOnly {
+			return ConfigResult{Value: v, Rev: cur.Rev}, nil
+		}
+		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Puts: []ipam.Put{{Ref: ref, Value: v}}}
+		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
+		rev, _, err := a.store.Commit(ctx, ch)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		return ConfigResult{Value: v, Rev: rev}, nil
+	}
+	return ConfigResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ref.ID)
+}
+
+// DeleteConfig deletes a config object. inUse, if set, reports whether
+// something still refers to it (checked against every object of kind
+// users, with the delete conditional on none of them changing).
+func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int64, users ipam.Kind, inUse func(user any) bool, meta Meta) error {
+	tenant := configTenant(ref)
+	if _, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+		return err
+	}
+	for range a.opts.MaxAttempts {
+		cur, err := a.GetConfig(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if etagRev > 0 && etagRev != cur.Rev {
+			return ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", ref.ID)
+		}
+		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Deletes: []ipam.Ref{ref}}
+		if inUse != nil {
+			page, err := a.store.List(ctx, users, tenant+"/", "", 100000, 0)
+			if err != nil {
+				return err
+			}
+			for _, ev := range page.Items {
+				if inUse(ev.Value) {
+					return ipam.Refuse(ipam.ErrInUse, "%s is used by %s", ref.ID, ev.Ref.ID)
+				}
+			}
+			ch.Unchanged = []ipam.RangeCond{{From: ipam.Ref{Kind: users}, To: ipam.Ref{Kind: users}, Since: page.Revision}}
+		}
+		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
+		_, _, err = a.store.Commit(ctx, ch)
+		if errors.Is(err, ipam.ErrConflict) {
+			continue
+		}
+		return err
+	}
+	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ref.ID)
+}
