@@ -32,6 +32,7 @@ func run() error {
 	slice := fs.Duration("slice", time.Second, "raw etcd and Beacon take turns in windows of about this long")
 	warmup := fs.Duration("warmup", time.Second, "how long each load runs before it is measured")
 	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
+	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
 	out := fs.String("out", "", "also write the BENCH lines to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -56,7 +57,7 @@ func run() error {
 		defer pprof.StopCPUProfile()
 	}
 
-	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, Log: os.Stderr})
+	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

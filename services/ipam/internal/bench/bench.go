@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 )
 
 // Config configures a run.
@@ -22,6 +24,9 @@ type Config struct {
 	Warmup time.Duration
 	// Concurrency lists the numbers of concurrent callers (default 1, 8, 64).
 	Concurrency []int
+	// CommitWorkers is the replica's replica.Options.CommitWorkers (0: its
+	// default), for tuning experiments.
+	CommitWorkers int
 	// Log receives progress, etcd's and the replica's warnings, and the
 	// human tables (default io.Discard).
 	Log io.Writer
@@ -91,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	}()
 	fmt.Fprintf(log, "== etcd embedded in %s (fsync on), client %v\n", env.dir, env.emb.Endpoints())
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	node, err := startBeacon(ctx, env.client, logger)
+	node, err := startBeacon(ctx, env.client, logger, replica.Options{CommitWorkers: cfg.CommitWorkers})
 	if err != nil {
 		return nil, err
 	}
@@ -116,10 +121,19 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 				if round == 0 {
 					warmup = cfg.Warmup
 				}
+				rev0, err := env.revision(ctx)
+				if err != nil {
+					return nil, err
+				}
 				s, err := runLoad(ctx, c, warmup, slice, t.op(fmt.Sprintf("c%d-r%d", c, round)))
 				if err != nil {
 					return nil, fmt.Errorf("%s c=%d: %w", t.name, c, err)
 				}
+				rev1, err := env.revision(ctx)
+				if err != nil {
+					return nil, err
+				}
+				s.txns = rev1 - rev0
 				got[i].add(s)
 			}
 			turn++

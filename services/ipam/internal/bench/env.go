@@ -53,6 +53,17 @@ func (e *etcdEnv) close() error {
 	return os.RemoveAll(e.dir)
 }
 
+// revision returns etcd's current revision. Every transaction that writes
+// adds one, so the difference over a window counts the transactions
+// committed in it.
+func (e *etcdEnv) revision(ctx context.Context) (int64, error) {
+	resp, err := e.client.Get(ctx, "/bench/revision", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read etcd revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
 // rawValue is the value of the raw transactions: about the size of a stored
 // allocation.
 var rawValue = `{"pad":"` + strings.Repeat("x", 200-len(`{"pad":""}`)) + `"}`
@@ -93,9 +104,9 @@ type beaconNode struct {
 	stop   func() error
 }
 
-func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logger) (*beaconNode, error) {
+func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logger, opts replica.Options) (*beaconNode, error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	rep := replica.New(client, logger, replica.Options{})
+	rep := replica.New(client, logger, opts)
 	if err := rep.Load(ctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("load replica: %w", err)

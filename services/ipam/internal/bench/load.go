@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,16 +21,25 @@ type opFunc func(ctx context.Context, w, seq int) error
 type sample struct {
 	lat     []time.Duration
 	elapsed time.Duration
+	// all counts every operation, warm-up included, and txns the etcd
+	// transactions they committed (the revisions they added).
+	all, txns int64
 }
 
 // add merges another window into s.
 func (s *sample) add(o sample) {
 	s.lat = append(s.lat, o.lat...)
 	s.elapsed += o.elapsed
+	s.all += o.all
+	s.txns += o.txns
 }
 
 // stats summarises the sample.
-func (s *sample) stats() Stats { return summarize(s.lat, s.elapsed) }
+func (s *sample) stats() Stats {
+	st := summarize(s.lat, s.elapsed)
+	st.OpsPerTxn = ratio(float64(s.all), float64(s.txns))
+	return st
+}
 
 // runLoad runs op in c goroutines, each calling it back to back: first for
 // warmup (not measured), then for d. Operations started in the measured
@@ -40,7 +50,8 @@ func runLoad(ctx context.Context, c int, warmup, d time.Duration, op opFunc) (sa
 	defer cancel(nil)
 	measureFrom := time.Now().Add(warmup)
 	stopAt := measureFrom.Add(d)
-	lats := make([][]time.Duration, c)
+	perWorker := make([][]time.Duration, c)
+	var all atomic.Int64
 	var wg sync.WaitGroup
 	for w := range c {
 		wg.Go(func() {
@@ -57,8 +68,9 @@ func runLoad(ctx context.Context, c int, warmup, d time.Duration, op opFunc) (sa
 					cancel(fmt.Errorf("worker %d, operation %d: %w", w, seq, err))
 					return
 				}
+				all.Add(1)
 				if !t0.Before(measureFrom) {
-					lats[w] = append(lats[w], lat)
+					perWorker[w] = append(perWorker[w], lat)
 				}
 			}
 		})
@@ -68,9 +80,9 @@ func runLoad(ctx context.Context, c int, warmup, d time.Duration, op opFunc) (sa
 	if err := context.Cause(ctx); err != nil {
 		return sample{}, err
 	}
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
+	var lats []time.Duration
+	for _, l := range perWorker {
+		lats = append(lats, l...)
 	}
-	return sample{lat: all, elapsed: end.Sub(measureFrom)}, nil
+	return sample{lat: lats, elapsed: end.Sub(measureFrom), all: all.Load()}, nil
 }
