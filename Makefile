@@ -5,6 +5,6 @@ BENCH_FLAGS ?= --duration 5s
 
 .PHONY: bench
 # IPAM benchmarks against raw etcd, on an embedded etcd in a temp dir and on
-# loopback only; about a minute. BENCH lines on stdout, a table on stderr.
+# loopback only; under a minute. BENCH lines on stdout, a table on stderr.
 bench:
-	cd services/ipam && go run ./cmd/ipam-bench $(BENCH_FLAGS)
+	go run ./services/ipam/cmd/ipam-bench $(BENCH_FLAGS)
