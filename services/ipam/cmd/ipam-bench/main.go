@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -26,7 +27,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	fs := flag.NewFlagSet("ipam-bench", flag.ContinueOnError)
 	duration := fs.Duration("duration", 5*time.Second, "how long each load is measured")
 	slice := fs.Duration("slice", time.Second, "raw etcd and Beacon take turns in windows of about this long")
@@ -46,15 +47,11 @@ func run() error {
 	defer stop()
 
 	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
+		stopProfile, perr := startProfile(*cpuprofile)
+		if perr != nil {
+			return perr
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer func() { err = errors.Join(err, stopProfile()) }()
 	}
 
 	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Log: os.Stderr})
@@ -70,12 +67,26 @@ func run() error {
 			return err
 		}
 		if err := bench.WriteLines(f, figs); err != nil {
-			f.Close()
-			return err
+			return errors.Join(err, f.Close())
 		}
 		return f.Close()
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into path; the returned func stops it.
+func startProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func parseInts(s string) ([]int, error) {
