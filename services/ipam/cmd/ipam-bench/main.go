@@ -1,0 +1,102 @@
+// Command ipam-bench measures the IPAM against a raw etcd baseline on an
+// embedded etcd, and its free-address search, and prints one line
+// "BENCH <name> <value> <unit>" per figure on stdout; progress and a human
+// table go to stderr. See package internal/bench.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "ipam-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() (err error) {
+	fs := flag.NewFlagSet("ipam-bench", flag.ContinueOnError)
+	duration := fs.Duration("duration", 5*time.Second, "how long each load is measured")
+	slice := fs.Duration("slice", time.Second, "raw etcd and Beacon take turns in windows of about this long")
+	warmup := fs.Duration("warmup", time.Second, "how long each load runs before it is measured")
+	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
+	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
+	out := fs.String("out", "", "also write the BENCH lines to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	cs, err := parseInts(*conc)
+	if err != nil {
+		return fmt.Errorf("--concurrency: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *cpuprofile != "" {
+		stopProfile, perr := startProfile(*cpuprofile)
+		if perr != nil {
+			return perr
+		}
+		defer func() { err = errors.Join(err, stopProfile()) }()
+	}
+
+	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteLines(os.Stdout, figs); err != nil {
+		return err
+	}
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteLines(f, figs); err != nil {
+			return errors.Join(err, f.Close())
+		}
+		return f.Close()
+	}
+	return nil
+}
+
+// startProfile starts a CPU profile into path; the returned func stops it.
+func startProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,19 @@
+// Package bench owns the IPAM's benchmarks: the end-to-end figures that
+// ipam-bench prints, measured against a real embedded etcd on disk with fsync
+// on, and the in-memory free-address search figures.
+//
+// One run measures, on the same etcd:
+//
+//   - raw etcd: c goroutines each committing single-key, allocation-shaped
+//     transactions (create a fresh key if absent, with a ~200-byte value);
+//   - Beacon: one replica serving gRPC on loopback, c goroutines each
+//     calling Allocate for a fresh owner, each of which commits an
+//     allocation, an address claim and an audit record;
+//   - the ratios of the two, per concurrency;
+//   - the lowest-free-address search of addrspace.FreeList against a naive
+//     linear scan, through testing.Benchmark.
+//
+// Every figure is printed as one line "BENCH <name> <value> <unit>" (see
+// Figure.Line), so that scripts can compare runs. Only loopback addresses are
+// ever dialled or listened on.
+package bench

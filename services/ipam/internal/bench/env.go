@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	// The raw baseline is the etcd client itself, and a replica is built
+	// over one: the benchmark is the one place besides the store that
+	// needs it.
+	clientv3 "go.etcd.io/etcd/client/v3" //nolint:depguard // see above
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
+)
+
+// etcdEnv is an embedded etcd on disk in a fresh temporary directory, with
+// fsync on as in production, listening on loopback only.
+type etcdEnv struct {
+	dir    string
+	emb    *store.Embedded
+	client *clientv3.Client
+}
+
+func startEtcd(ctx context.Context) (*etcdEnv, error) {
+	dir, err := os.MkdirTemp("", "ipam-bench-")
+	if err != nil {
+		return nil, err
+	}
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	client, err := store.Dial(ctx, emb.Endpoints())
+	if err != nil {
+		emb.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &etcdEnv{dir: dir, emb: emb, client: client}, nil
+}
+
+// close stops etcd and removes its data.
+func (e *etcdEnv) close() error {
+	_ = e.client.Close() // etcd is stopping anyway
+	e.emb.Close()
+	return os.RemoveAll(e.dir)
+}
+
+// revision returns etcd's current revision. Every transaction that writes
+// adds one, so the difference over a window counts the transactions
+// committed in it.
+func (e *etcdEnv) revision(ctx context.Context) (int64, error) {
+	resp, err := e.client.Get(ctx, "/bench/revision", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read etcd revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// rawValue is the value of the raw transactions: about the size of a stored
+// allocation.
+var rawValue = `{"pad":"` + strings.Repeat("x", 200-len(`{"pad":""}`)) + `"}`
+
+// rawOp commits allocation-shaped transactions: create a fresh key under
+// prefix if it does not exist.
+func rawOp(client *clientv3.Client, prefix string) opFunc {
+	return func(ctx context.Context, w, seq int) error {
+		k := fmt.Sprintf("%s%d/%d", prefix, w, seq)
+		resp, err := client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, rawValue)).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("key %s already exists", k)
+		}
+		return nil
+	}
+}
+
+// Pool and tenant of the Beacon measurement. The pool is IPv6
+// documentation space, big enough never to run out; its addresses are
+// only written to etcd, never sent traffic.
+const (
+	benchPool   = "bench"
+	benchTenant = "bench"
+	benchRange  = "2001:db8::/64"
+)
+
+// beaconNode is one replica serving gRPC on 127.0.0.1, and a client
+// connection to it.
+type beaconNode struct {
+	conn   *grpc.ClientConn
+	allocs ipamv1.AllocationServiceClient
+	stop   func() error
+}
+
+func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logger, opts replica.Options) (*beaconNode, error) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rep := replica.New(client, logger, opts)
+	if err := rep.Load(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("load replica: %w", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	gs := grpc.NewServer()
+	rep.Register(gs)
+	var wg sync.WaitGroup
+	var runErr, serveErr error
+	wg.Go(func() { runErr = rep.Run(runCtx) })
+	wg.Go(func() { serveErr = gs.Serve(lis) })
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var once sync.Once
+	var stopErr error
+	stop := func() error {
+		once.Do(func() {
+			if conn != nil {
+				_ = conn.Close() // the server is stopping anyway
+			}
+			gs.Stop()
+			cancel()
+			wg.Wait()
+			if errors.Is(serveErr, grpc.ErrServerStopped) {
+				serveErr = nil
+			}
+			stopErr = errors.Join(runErr, serveErr)
+		})
+		return stopErr
+	}
+	if err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	n := &beaconNode{conn: conn, allocs: ipamv1.NewAllocationServiceClient(conn), stop: stop}
+	pools := ipamv1.NewPoolServiceClient(conn)
+	if _, err := pools.CreatePool(ctx, &ipamv1.CreatePoolRequest{
+		PoolId: benchPool,
+		Pool:   &ipamv1.Pool{Description: "ipam-bench", Ranges: []string{benchRange}},
+	}); err != nil {
+		return nil, errors.Join(fmt.Errorf("create pool: %w", err), stop())
+	}
+	return n, nil
+}
+
+// allocOp allocates one IPv6 address for a fresh owner per call; run tells
+// measurements apart, so owners never repeat.
+func (n *beaconNode) allocOp(run string) opFunc {
+	families := []ipamv1.IPFamily{ipamv1.IPFamily_IP_FAMILY_IPV6}
+	return func(ctx context.Context, w, seq int) error {
+		owner := fmt.Sprintf("bench/%s-w%d-%d", run, w, seq)
+		resp, err := n.allocs.Allocate(ctx, &ipamv1.AllocateRequest{
+			Parent:     "tenants/" + benchTenant,
+			Allocation: &ipamv1.Allocation{Owner: owner, IpFamilies: families},
+		})
+		if err != nil {
+			return fmt.Errorf("allocate %s: %w", owner, err)
+		}
+		if !resp.GetCreated() || len(resp.GetAllocation().GetAddresses()) != 1 {
+			return fmt.Errorf("allocate %s: got created=%v addresses %v", owner, resp.GetCreated(), resp.GetAllocation().GetAddresses())
+		}
+		return nil
+	}
+}
