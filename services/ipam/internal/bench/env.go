@@ -13,7 +13,7 @@ import (
 	// The raw baseline is the etcd client itself, and a replica is built
 	// over one: the benchmark is the one place besides the store that
 	// needs it.
-	clientv3 "go.etcd.io/etcd/client/v3" //nolint:depguard // see above
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 

@@ -17,7 +17,7 @@ import (
 // Source is where state comes from.
 type Source interface {
 	LoadState(ctx context.Context) ([]ipam.Event, int64, error)
-	WatchState(ctx context.Context, after int64, fn func(events []ipam.Event, rev int64)) error
+	WatchState(ctx context.Context, after int64, known func(ipam.Ref, int64) bool, fn func(events []ipam.Event, rev int64)) error
 }
 
 // Follower feeds an index from a source.
@@ -59,7 +59,7 @@ func (f *Follower) Load(ctx context.Context) (int64, error) {
 func (f *Follower) Run(ctx context.Context, after int64) error {
 	backoff := 100 * time.Millisecond
 	for {
-		err := f.src.WatchState(ctx, after, func(events []ipam.Event, rev int64) {
+		err := f.src.WatchState(ctx, after, f.idx.Known, func(events []ipam.Event, rev int64) {
 			f.idx.Apply(events, rev)
 			after = rev
 			backoff = 100 * time.Millisecond

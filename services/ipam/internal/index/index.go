@@ -91,6 +91,14 @@ func (x *Index) Apply(events []ipam.Event, progress int64) {
 	}
 }
 
+// Known reports whether the index already holds r at revision rev or
+// newer, so the watch need not decode it again.
+func (x *Index) Known(r ipam.Ref, rev int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return rev <= x.rev(r)
+}
+
 // Progress returns the revision up to which the watch has delivered events.
 func (x *Index) Progress() int64 {
 	x.mu.Lock()

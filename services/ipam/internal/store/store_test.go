@@ -150,7 +150,7 @@ func TestWatchStateAndCompaction(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	got := make(chan ipam.Event, 10)
 	go func() {
-		_ = s.WatchState(wctx, rev, func(evs []ipam.Event, _ int64) {
+		_ = s.WatchState(wctx, rev, nil, func(evs []ipam.Event, _ int64) {
 			for _, ev := range evs {
 				got <- ev
 			}
@@ -176,7 +176,7 @@ func TestWatchStateAndCompaction(t *testing.T) {
 	if _, err := s.client.Compact(ctx, crev); err != nil {
 		t.Fatal(err)
 	}
-	err = s.WatchState(ctx, rev, func([]ipam.Event, int64) {})
+	err = s.WatchState(ctx, rev, nil, func([]ipam.Event, int64) {})
 	if !errors.Is(err, ipam.ErrResumeTooOld) {
 		t.Fatalf("watch from a compacted revision = %v, want ErrResumeTooOld", err)
 	}

@@ -51,17 +51,20 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 // after, in commit order, and with the watch's progress (fn's rev is the
 // revision the caller has now seen everything up to). It returns
 // ipam.ErrResumeTooOld when after is too old, or ctx's error.
-func (s *Store) WatchState(ctx context.Context, after int64, fn func(events []ipam.Event, rev int64)) error {
-	return s.watch(ctx, statePrefix, after, false, fn)
+//
+// known, if set, reports objects the caller already holds at that revision
+// (its own commits): they are passed on without their value, unparsed.
+func (s *Store) WatchState(ctx context.Context, after int64, known func(ipam.Ref, int64) bool, fn func(events []ipam.Event, rev int64)) error {
+	return s.watch(ctx, statePrefix, after, false, known, fn)
 }
 
 // WatchKind is WatchState for one kind, under an ID prefix, with deleted
 // objects carrying their last value.
 func (s *Store) WatchKind(ctx context.Context, kind ipam.Kind, idPrefix string, after int64, fn func(events []ipam.Event, rev int64)) error {
-	return s.watch(ctx, kindPrefix(kind)+idPrefix, after, true, fn)
+	return s.watch(ctx, kindPrefix(kind)+idPrefix, after, true, nil, fn)
 }
 
-func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool, fn func([]ipam.Event, int64)) error {
+func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool, known func(ipam.Ref, int64) bool, fn func([]ipam.Event, int64)) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(after + 1), clientv3.WithProgressNotify()}
@@ -79,6 +82,11 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 		for _, e := range resp.Events {
 			kv := e.Kv
 			deleted := e.Type == mvccpb.DELETE
+			if known != nil && !deleted {
+				if ref, ok := parseKey(string(kv.Key)); ok && known(ref, kv.ModRevision) {
+					continue
+				}
+			}
 			if deleted && prev && e.PrevKv != nil {
 				kv = &mvccpb.KeyValue{Key: e.Kv.Key, Value: e.PrevKv.Value, ModRevision: e.Kv.ModRevision}
 			}
