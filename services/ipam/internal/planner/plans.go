@@ -1,0 +1,193 @@
+package planner
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Plans returns the plan of every live node (draining ones included), by
+// node name, given the L2 owners decided by L2Owners (or kept up to date
+// with Affected). Non-live nodes have no plan.
+//
+//   - Peers: every peer whose node selectors select the node, with its BFD
+//     profile (nil when it names none or an unknown one), sorted by peer ID,
+//     whether or not any route goes to it.
+//   - Routes: for each allocated address and each BGP advertisement
+//     selecting it, the address masked to the aggregation length (see
+//     prefixOf) is announced by every live, non-draining node the
+//     advertisement's node selectors select (only endpoint nodes for LOCAL
+//     traffic policy) to every peer of the advertisement (all the tenant's
+//     when it names none) that selects the node. Routes with the same
+//     prefix and peer merge: their communities unite, and the lowest
+//     non-zero local preference wins (iBGP peers only; Check reports the
+//     conflict). Sorted by prefix, then peer ID.
+//   - L2: every address owns[addr] names a live, non-draining node for,
+//     with the interfaces of the advertisements selecting both, sorted by
+//     address.
+//
+// Plans are read-only: nodes that see the same routes share one Routes
+// slice (capacity clipped, so append copies), and routes share their
+// community slices. Cost: compile, O(A·(L+B)) selector evaluations,
+// O(A log A) sorting, O(K·R) for K classes of nodes with the same node
+// selector matches and R distinct routes, plus O(N·E) for the routes of
+// LOCAL allocations with E endpoint nodes and O(A) for L2.
+func Plans(in *Input, owners map[netip.Addr]string) map[string]*ipam.NodePlan {
+	c := compile(in)
+	plans := make(map[string]*ipam.NodePlan, len(c.nodes))
+	for n, node := range c.nodes {
+		if node.Live {
+			plans[node.Name] = &ipam.NodePlan{Peers: c.planPeers(n)}
+		}
+	}
+	c.planRoutes(plans)
+	for _, e := range c.l2Entries(in.Allocations) {
+		n, ok := c.nodeIdx[owners[e.addr]]
+		if !ok || !c.active[n] {
+			continue
+		}
+		p := plans[c.nodes[n].Name]
+		p.L2 = append(p.L2, c.planL2(&e, n))
+	}
+	return plans
+}
+
+// planPeers returns node n's BGP sessions.
+func (c *compiled) planPeers(n int) []ipam.PlanPeer {
+	var out []ipam.PlanPeer
+	for _, p := range c.peers {
+		if p.match[n] {
+			out = append(out, ipam.PlanPeer{Peer: p.p, BFD: p.bfd})
+		}
+	}
+	return out
+}
+
+// nodeClass is a set of active nodes that the same BGP advertisements and
+// peers select: for contributions from CLUSTER allocations, they announce the
+// same routes.
+type nodeClass struct {
+	rep    int    // a member
+	ads    bitset // the BGP advertisements selecting the members
+	routes []ipam.PlanRoute
+	tmpl   map[string][]ipam.PlanRoute // by cluster advertisements' key
+}
+
+// override is one prefix's routes on one node, computed for that node
+// because LOCAL contributions make them differ from its class's.
+type override struct {
+	prefix netip.Prefix
+	routes []ipam.PlanRoute
+}
+
+// planRoutes fills in the Routes of plans.
+func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan) {
+	if len(c.bgp) == 0 || len(c.peers) == 0 {
+		return
+	}
+	acc := map[netip.Prefix]*contrib{}
+	for _, a := range c.in.Allocations {
+		c.addContribs(acc, a, nil)
+	}
+	prefixes := make([]netip.Prefix, 0, len(acc))
+	for p := range acc {
+		prefixes = append(prefixes, p)
+	}
+	slices.SortFunc(prefixes, cmpPrefix)
+
+	classOf := make([]int, len(c.nodes))
+	var classes []*nodeClass
+	byKey := map[string]int{}
+	for n := range c.nodes {
+		classOf[n] = -1
+		if !c.active[n] {
+			continue
+		}
+		ads, peers := newBitset(len(c.bgp)), newBitset(len(c.peers))
+		for i, ad := range c.bgp {
+			if ad.match[n] {
+				ads.set(i)
+			}
+		}
+		for i, p := range c.peers {
+			if p.match[n] {
+				peers.set(i)
+			}
+		}
+		k := ads.key() + peers.key()
+		ci, ok := byKey[k]
+		if !ok {
+			ci = len(classes)
+			byKey[k] = ci
+			classes = append(classes, &nodeClass{rep: n, ads: ads, tmpl: map[string][]ipam.PlanRoute{}})
+		}
+		classOf[n] = ci
+	}
+
+	overrides := map[int][]override{}
+	for _, p := range prefixes {
+		x := acc[p]
+		if !x.cluster.empty() {
+			k := x.cluster.key()
+			for _, cl := range classes {
+				t, ok := cl.tmpl[k]
+				if !ok {
+					t = c.routesVia(cl.rep, netip.Prefix{}, x.cluster.and(cl.ads), nil)
+					cl.tmpl[k] = t
+				}
+				for _, r := range t {
+					r.Prefix = p
+					cl.routes = append(cl.routes, r)
+				}
+			}
+		}
+		if len(x.locals) == 0 {
+			continue
+		}
+		var nodes []int
+		for _, l := range x.locals {
+			nodes = append(nodes, l.endpoints...)
+		}
+		slices.Sort(nodes)
+		for _, n := range slices.Compact(nodes) {
+			if c.active[n] {
+				overrides[n] = append(overrides[n], override{p, c.routesFor(n, p, x)})
+			}
+		}
+	}
+
+	for n, node := range c.nodes {
+		if classOf[n] < 0 {
+			continue
+		}
+		base := slices.Clip(classes[classOf[n]].routes)
+		plans[node.Name].Routes = mergeOverrides(base, overrides[n])
+	}
+}
+
+// mergeOverrides returns base, sorted by route key, with the routes of each
+// overridden prefix replaced by the override's; base itself when there is
+// nothing to override.
+func mergeOverrides(base []ipam.PlanRoute, ovs []override) []ipam.PlanRoute {
+	if len(ovs) == 0 {
+		return base
+	}
+	out := make([]ipam.PlanRoute, 0, len(base)+len(ovs))
+	i := 0
+	for _, ov := range ovs {
+		for i < len(base) && cmpPrefix(base[i].Prefix, ov.prefix) < 0 {
+			out = append(out, base[i])
+			i++
+		}
+		for i < len(base) && base[i].Prefix == ov.prefix {
+			i++
+		}
+		out = append(out, ov.routes...)
+	}
+	out = append(out, base[i:]...)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
