@@ -1,6 +1,6 @@
-// Package follower keeps a replica's index in step with etcd: it loads the
-// whole state once, then applies the watch, and loads again if the watch
-// fell behind etcd's compaction.
+// Package follower keeps a replica's in-memory views in step with etcd: it
+// loads the whole state once, then applies the watch, and loads again if
+// the watch fell behind etcd's compaction.
 package follower
 
 import (
@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -20,37 +19,50 @@ type Source interface {
 	WatchState(ctx context.Context, after int64, known func(ipam.Ref, int64) bool, fn func(events []ipam.Event, rev int64)) error
 }
 
-// Follower feeds an index from a source.
+// Sink is an in-memory view fed by the follower.
+type Sink interface {
+	// Replace swaps the view's whole state for events loaded at rev.
+	Replace(events []ipam.Event, rev int64)
+	// Apply records events; rev is the watch's progress.
+	Apply(events []ipam.Event, rev int64)
+}
+
+// Follower feeds views from a source.
 type Follower struct {
 	src    Source
-	idx    *index.Index
+	sinks  []Sink
+	known  func(ipam.Ref, int64) bool
 	logger *slog.Logger
 	loaded atomic.Bool
 }
 
-// New returns a Follower.
-func New(src Source, idx *index.Index, logger *slog.Logger) *Follower {
-	return &Follower{src: src, idx: idx, logger: logger}
+// New returns a Follower feeding sinks. known, if set, reports objects every
+// sink already holds at a revision (the replica's own commits), which the
+// watch then need not decode.
+func New(src Source, logger *slog.Logger, known func(ipam.Ref, int64) bool, sinks ...Sink) *Follower {
+	return &Follower{src: src, sinks: sinks, known: known, logger: logger}
 }
 
-// Ready reports whether the index has loaded the state at least once.
+// Ready reports whether the views have loaded the state at least once.
 func (f *Follower) Ready(context.Context) error {
 	if !f.loaded.Load() {
-		return errors.New("index not loaded yet")
+		return errors.New("state not loaded yet")
 	}
 	return nil
 }
 
-// Load loads the state into the index once; Run calls it too, but callers
-// that must not serve before the index is loaded call it first.
+// Load loads the state into every view; callers that must not serve before
+// it is loaded call it before Run.
 func (f *Follower) Load(ctx context.Context) (int64, error) {
 	events, rev, err := f.src.LoadState(ctx)
 	if err != nil {
 		return 0, err
 	}
-	f.idx.Replace(events, rev)
+	for _, s := range f.sinks {
+		s.Replace(events, rev)
+	}
 	f.loaded.Store(true)
-	f.logger.InfoContext(ctx, "index loaded", "objects", len(events), "revision", rev)
+	f.logger.InfoContext(ctx, "state loaded", "objects", len(events), "revision", rev)
 	return rev, nil
 }
 
@@ -59,8 +71,10 @@ func (f *Follower) Load(ctx context.Context) (int64, error) {
 func (f *Follower) Run(ctx context.Context, after int64) error {
 	backoff := 100 * time.Millisecond
 	for {
-		err := f.src.WatchState(ctx, after, f.idx.Known, func(events []ipam.Event, rev int64) {
-			f.idx.Apply(events, rev)
+		err := f.src.WatchState(ctx, after, f.known, func(events []ipam.Event, rev int64) {
+			for _, s := range f.sinks {
+				s.Apply(events, rev)
+			}
 			after = rev
 			backoff = 100 * time.Millisecond
 		})

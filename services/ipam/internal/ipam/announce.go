@@ -124,6 +124,35 @@ type Node struct {
 	Live bool `json:"live"`
 	// Draining nodes announce nothing (L2 moves away first).
 	Draining bool `json:"draining,omitempty"`
+	// ConnectTime is when the node's current session started.
+	ConnectTime time.Time `json:"connectTime,omitzero"`
+	// Announced and Sessions are what the announcer reports.
+	Announced []AnnouncedAddr `json:"announced,omitempty"`
+	Sessions  []SessionStatus `json:"sessions,omitempty"`
+}
+
+// AnnouncedAddr is one address a node reports announcing.
+type AnnouncedAddr struct {
+	Addr       string   `json:"addr"`
+	BGP        bool     `json:"bgp,omitempty"` // else L2
+	Interfaces []string `json:"interfaces,omitempty"`
+	Peers      []string `json:"peers,omitempty"`
+}
+
+// SessionStatus is one BGP session as a node reports it.
+type SessionStatus struct {
+	Peer       string    `json:"peer"`
+	State      string    `json:"state"`
+	BFDUp      bool      `json:"bfdUp,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+	Advertised int       `json:"advertised,omitempty"`
+}
+
+// Drain marks a node drained: it outlives the node's sessions.
+type Drain struct {
+	Tenant string    `json:"tenant"`
+	Node   string    `json:"node"`
+	Since  time.Time `json:"since"`
 }
 
 // L2Owner records the node that answers ARP/NDP for an address.

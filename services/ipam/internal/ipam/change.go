@@ -22,6 +22,8 @@ const (
 	KindNode
 	// KindL2Owner records which node answers ARP/NDP for an address.
 	KindL2Owner
+	// KindDrain marks a node drained.
+	KindDrain
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

@@ -5,6 +5,8 @@ package replica
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math/big"
@@ -16,8 +18,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
+	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/follower"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/server"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
@@ -33,15 +37,27 @@ type Options struct {
 	Now func() time.Time
 	// Meter records metrics (default: none).
 	Meter metric.Meter
+	// Heartbeat is how often announcers must send heartbeats.
+	Heartbeat time.Duration
+}
+
+// leaser adapts the store's leases to the server's interface.
+type leaser struct{ st *store.Store }
+
+func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (server.NodeLease, error) {
+	return l.st.GrantLease(ctx, ttl)
 }
 
 // Replica is one IPAM replica.
 type Replica struct {
 	store    *store.Store
 	index    *index.Index
+	fleet    *fleet.State
+	hub      *fleet.Hub
 	follower *follower.Follower
 	alloc    *allocator.Allocator
 	server   *server.Server
+	id       string
 	rev      int64
 }
 
@@ -54,12 +70,26 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	if opts.Meter != nil {
 		observePools(opts.Meter, idx, logger)
 	}
+	fs := fleet.NewState()
+	hub := fleet.NewHub(fs, st, logger)
+	// The watch may skip decoding only what the index holds and the fleet
+	// view does not need: claims and holds.
+	known := func(r ipam.Ref, rev int64) bool {
+		return (r.Kind == ipam.KindClaim || r.Kind == ipam.KindHold) && idx.Known(r, rev)
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
 	return &Replica{
 		store:    st,
 		index:    idx,
-		follower: follower.New(st, idx, logger),
+		fleet:    fs,
+		hub:      hub,
+		follower: follower.New(st, logger, known, idx, fs),
 		alloc:    alloc,
-		server:   server.New(alloc, st, idx, logger),
+		server: server.New(server.Deps{
+			Writer: alloc, Reader: st, Usage: idx, Hub: hub, Leaser: leaser{st}, Heartbeat: opts.Heartbeat,
+		}, logger),
+		id: hex.EncodeToString(id[:]),
 	}
 }
 
@@ -79,6 +109,8 @@ func (r *Replica) Run(ctx context.Context) error {
 	g.Go(func() error { return r.store.Run(ctx) })
 	g.Go(func() error { return r.follower.Run(ctx, r.rev) })
 	g.Go(func() error { return r.alloc.RunExpiry(ctx) })
+	g.Go(func() error { return r.hub.Run(ctx) })
+	g.Go(func() error { return r.store.Campaign(ctx, "l2owners", r.id, r.hub.LeadOwners) })
 	return g.Wait()
 }
 

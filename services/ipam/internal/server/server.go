@@ -13,6 +13,7 @@ import (
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
+	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -42,17 +43,48 @@ type Usage interface {
 	Usage(name string) []index.Usage
 }
 
+// NodeLease ties an announcer's registration to its session.
+type NodeLease interface {
+	KeepAlive(ctx context.Context) error
+	Revoke(ctx context.Context) error
+	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
+}
+
+// Leaser grants node leases.
+type Leaser interface {
+	GrantLease(ctx context.Context, ttl time.Duration) (NodeLease, error)
+}
+
+// Deps are what the server's handlers use.
+type Deps struct {
+	Writer Writer
+	Reader Reader
+	Usage  Usage
+	// Hub and Leaser serve announcers.
+	Hub    *fleet.Hub
+	Leaser Leaser
+	// Heartbeat is how often announcers must send heartbeats (default
+	// 200ms); three missed end the session.
+	Heartbeat time.Duration
+}
+
 // Server implements the IPAM's gRPC services.
 type Server struct {
-	w      Writer
-	r      Reader
-	usage  Usage
-	logger *slog.Logger
+	w         Writer
+	r         Reader
+	usage     Usage
+	hub       *fleet.Hub
+	leaser    Leaser
+	heartbeat time.Duration
+	logger    *slog.Logger
 }
 
 // New returns a Server.
-func New(w Writer, r Reader, usage Usage, logger *slog.Logger) *Server {
-	return &Server{w: w, r: r, usage: usage, logger: logger}
+func New(d Deps, logger *slog.Logger) *Server {
+	if d.Heartbeat <= 0 {
+		d.Heartbeat = 200 * time.Millisecond
+	}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, heartbeat: d.Heartbeat, logger: logger}
 }
 
 // Register registers every service of the server on g.
@@ -61,6 +93,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	ipamv1.RegisterAllocationServiceServer(g, &allocationService{s: s})
 	ipamv1.RegisterAuditServiceServer(g, &auditService{s: s})
 	ipamv1.RegisterAnnouncementServiceServer(g, newAnnouncementService(s))
+	ipamv1.RegisterAnnouncerServiceServer(g, &announcerService{s: s})
 }
 
 // ActorKey is the metadata key the gateway sets to the authenticated

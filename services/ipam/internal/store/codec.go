@@ -37,6 +37,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindNode
 	case *ipam.L2Owner:
 		ok = k == ipam.KindL2Owner
+	case *ipam.Drain:
+		ok = k == ipam.KindDrain
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
@@ -78,6 +80,8 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.Node)
 	case ipam.KindL2Owner:
 		v = new(ipam.L2Owner)
+	case ipam.KindDrain:
+		v = new(ipam.Drain)
 	default:
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}

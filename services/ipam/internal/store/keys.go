@@ -26,6 +26,7 @@ const (
 	commPrefix   = configPrefix + "communities/"
 	nodesPrefix  = statePrefix + "nodes/"
 	ownersPrefix = statePrefix + "l2owners/"
+	drainsPrefix = statePrefix + "drains/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -57,6 +58,8 @@ func kindPrefix(k ipam.Kind) string {
 		return nodesPrefix
 	case ipam.KindL2Owner:
 		return ownersPrefix
+	case ipam.KindDrain:
+		return drainsPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -102,6 +105,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindCommunity, commPrefix},
 		{ipam.KindNode, nodesPrefix},
 		{ipam.KindL2Owner, ownersPrefix},
+		{ipam.KindDrain, drainsPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -77,6 +78,9 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		DialKeepAliveTimeout: 5 * time.Second,
 		Context:              ctx,
 		MaxCallRecvMsgSize:   64 << 20,
+		// The client's own retries are logged by zap at warn level; the
+		// store reports the errors that matter itself.
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", endpoints, ipam.ErrUnavailable, err)

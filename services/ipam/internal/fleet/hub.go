@@ -1,0 +1,230 @@
+package fleet
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+)
+
+// Committer commits changes to the state (the store).
+type Committer interface {
+	Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event, error)
+}
+
+// Hub computes plans for the tenants whose inputs changed and hands each
+// subscribed node its new plan.
+type Hub struct {
+	state  *State
+	store  Committer
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]map[*Session]struct{} // by tenant
+	leader   atomic.Bool
+}
+
+// NewHub returns a Hub over a state.
+func NewHub(state *State, store Committer, logger *slog.Logger) *Hub {
+	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{}}
+}
+
+// Session is one subscribed node's view of its plan: what it was last sent
+// and what it should have. A slow announcer never queues up changes: it gets
+// the difference between the two when it is ready.
+type Session struct {
+	Tenant, Node string
+
+	mu     sync.Mutex
+	sent   *ipam.NodePlan
+	want   *ipam.NodePlan
+	synced bool // a snapshot was sent
+	ready  chan struct{}
+}
+
+// Attach registers a subscribed node; its first plan is computed at once.
+func (h *Hub) Attach(tenant, node string) *Session {
+	s := &Session{Tenant: tenant, Node: node, ready: make(chan struct{}, 1)}
+	h.mu.Lock()
+	if h.sessions[tenant] == nil {
+		h.sessions[tenant] = map[*Session]struct{}{}
+	}
+	h.sessions[tenant][s] = struct{}{}
+	h.mu.Unlock()
+	h.state.markDirty(tenant)
+	return s
+}
+
+// Detach forgets a session.
+func (h *Hub) Detach(s *Session) {
+	h.mu.Lock()
+	delete(h.sessions[s.Tenant], s)
+	if len(h.sessions[s.Tenant]) == 0 {
+		delete(h.sessions, s.Tenant)
+	}
+	h.mu.Unlock()
+}
+
+func (s *Session) setWant(p *ipam.NodePlan) {
+	s.mu.Lock()
+	s.want = p
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Next blocks until the node's plan differs from what it was sent, and
+// returns either the whole plan (the first time) or the change.
+func (s *Session) Next(ctx context.Context) (*ipam.NodePlan, *planner.Delta, error) {
+	for {
+		s.mu.Lock()
+		if s.want != nil && !s.synced {
+			s.sent, s.synced = s.want, true
+			p := s.want
+			s.mu.Unlock()
+			return p, nil, nil
+		}
+		if s.synced && s.want != s.sent {
+			d := planner.Diff(s.sent, s.want)
+			s.sent = s.want
+			s.mu.Unlock()
+			if !d.Empty() {
+				return nil, d, nil
+			}
+			continue
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-s.ready:
+		}
+	}
+}
+
+// Plan returns what the session's node was last sent.
+func (s *Session) Plan() *ipam.NodePlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent
+}
+
+// Run recomputes the plans of changed tenants until ctx is done.
+func (h *Hub) Run(ctx context.Context) error {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.state.Changed():
+		case <-retry.C:
+		}
+		for _, t := range h.state.Take() {
+			if err := h.plan(ctx, t); err != nil {
+				h.logger.WarnContext(ctx, "recording L2 owners failed; retrying", "tenant", t, "error", err)
+				h.state.markDirty(t)
+				retry.Reset(100 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// plan recomputes one tenant: on the elected replica it first records new
+// L2 owners (the plans follow when those records come back through the
+// watch); every replica hands its sessions their plans, computed from the
+// recorded owners so that all replicas agree.
+func (h *Hub) plan(ctx context.Context, tenant string) error {
+	in, revs := h.state.Input(tenant)
+	var err error
+	if h.leader.Load() {
+		err = h.recordOwners(ctx, tenant, in, revs)
+	}
+	h.mu.Lock()
+	sessions := make([]*Session, 0, len(h.sessions[tenant]))
+	for s := range h.sessions[tenant] {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	if len(sessions) == 0 {
+		return err
+	}
+	plans := planner.Plans(in, in.L2Owners)
+	for _, s := range sessions {
+		p := plans[s.Node]
+		if p == nil {
+			p = &ipam.NodePlan{}
+		}
+		s.setWant(p)
+	}
+	return err
+}
+
+// recordOwners commits the L2 owners the planner chooses where they differ
+// from the recorded ones, each conditional on the record it replaces.
+func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input, revs map[netip.Addr]int64) error {
+	want := planner.L2Owners(in)
+	var ch ipam.Change
+	for addr, node := range want {
+		if in.L2Owners[addr] == node {
+			continue
+		}
+		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
+		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
+		ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
+	}
+	for addr := range in.L2Owners {
+		if _, ok := want[addr]; ok {
+			continue
+		}
+		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
+		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
+		ch.Deletes = append(ch.Deletes, ref)
+	}
+	for len(ch.Conds) > 0 {
+		n := min(len(ch.Conds), 100)
+		part := ipam.Change{Conds: ch.Conds[:n]}
+		for _, p := range ch.Puts {
+			if containsRef(part.Conds, p.Ref) {
+				part.Puts = append(part.Puts, p)
+			}
+		}
+		for _, r := range ch.Deletes {
+			if containsRef(part.Conds, r) {
+				part.Deletes = append(part.Deletes, r)
+			}
+		}
+		if _, _, err := h.store.Commit(ctx, part); err != nil {
+			return err
+		}
+		ch.Conds = ch.Conds[n:]
+	}
+	return nil
+}
+
+func containsRef(cs []ipam.Cond, r ipam.Ref) bool {
+	for _, c := range cs {
+		if c.Ref == r {
+			return true
+		}
+	}
+	return false
+}
+
+// LeadOwners makes this replica the one that records L2 owners until ctx
+// is done (it runs while the replica holds the election).
+func (h *Hub) LeadOwners(ctx context.Context) error {
+	h.leader.Store(true)
+	defer h.leader.Store(false)
+	h.logger.InfoContext(ctx, "recording L2 owners for the fleet")
+	h.state.markAll()
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,260 @@
+// Package fleet is the IPAM's side of announcement: it keeps the
+// announcement config, the live nodes and the L2 owners in memory (fed by the
+// follower), computes each node's plan with the planner, streams plan
+// changes to the subscribed announcers, and — on the one replica elected for
+// it — records which node answers for each L2 address. It imports no
+// storage and no transport: the store and the gRPC layer reach it through
+// small interfaces.
+package fleet
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+)
+
+// State is the announcement-relevant part of the IPAM's state, by tenant.
+// It is a follower sink.
+type State struct {
+	mu     sync.Mutex
+	pools  map[string]*ipam.Pool
+	allocs map[string]*ipam.Allocation // "tenant/id"
+	l2     map[string]*ipam.L2Advertisement
+	bgp    map[string]*ipam.BGPAdvertisement
+	peers  map[string]*ipam.BGPPeer
+	bfd    map[string]*ipam.BFDProfile
+	comms  map[string]*ipam.Community
+	nodes  map[string]*ipam.Node // "tenant/node": live registrations
+	drains map[string]*ipam.Drain
+	owners map[string]ownerEntry // "tenant/addr"
+	dirty  map[string]bool       // tenants changed since Take
+	all    bool                  // every tenant changed (pools changed)
+	notify chan struct{}
+}
+
+type ownerEntry struct {
+	node string
+	rev  int64
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	s := &State{notify: make(chan struct{}, 1)}
+	s.reset()
+	return s
+}
+
+func (s *State) reset() {
+	s.pools = map[string]*ipam.Pool{}
+	s.allocs = map[string]*ipam.Allocation{}
+	s.l2 = map[string]*ipam.L2Advertisement{}
+	s.bgp = map[string]*ipam.BGPAdvertisement{}
+	s.peers = map[string]*ipam.BGPPeer{}
+	s.bfd = map[string]*ipam.BFDProfile{}
+	s.comms = map[string]*ipam.Community{}
+	s.nodes = map[string]*ipam.Node{}
+	s.drains = map[string]*ipam.Drain{}
+	s.owners = map[string]ownerEntry{}
+	s.dirty = map[string]bool{}
+}
+
+// Changed is signalled when some tenant's inputs changed.
+func (s *State) Changed() <-chan struct{} { return s.notify }
+
+// Replace implements follower.Sink.
+func (s *State) Replace(events []ipam.Event, _ int64) {
+	s.mu.Lock()
+	s.reset()
+	for _, ev := range events {
+		s.apply(ev)
+	}
+	s.all = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Apply implements follower.Sink. Events come from the watch in commit
+// order, so the newest always wins.
+func (s *State) Apply(events []ipam.Event, _ int64) {
+	if len(events) == 0 {
+		return
+	}
+	s.mu.Lock()
+	changed := false
+	for _, ev := range events {
+		changed = s.apply(ev) || changed
+	}
+	s.mu.Unlock()
+	if changed {
+		s.signal()
+	}
+}
+
+func (s *State) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func tenantOf(id string) string {
+	t, _, _ := strings.Cut(id, "/")
+	return t
+}
+
+// put stores v under id in m, or deletes id when v is nil.
+func put[T any](m map[string]*T, id string, v any) {
+	if t, ok := v.(*T); ok {
+		m[id] = t
+		return
+	}
+	delete(m, id)
+}
+
+func (s *State) apply(ev ipam.Event) bool {
+	id := ev.Ref.ID
+	v := ev.Value
+	if ev.Deleted {
+		v = nil
+	}
+	switch ev.Ref.Kind {
+	case ipam.KindPool:
+		put(s.pools, id, v)
+		s.all = true
+		return true
+	case ipam.KindAllocation:
+		put(s.allocs, id, v)
+	case ipam.KindL2Advertisement:
+		put(s.l2, id, v)
+	case ipam.KindBGPAdvertisement:
+		put(s.bgp, id, v)
+	case ipam.KindBGPPeer:
+		put(s.peers, id, v)
+	case ipam.KindBFDProfile:
+		put(s.bfd, id, v)
+	case ipam.KindCommunity:
+		put(s.comms, id, v)
+	case ipam.KindNode:
+		put(s.nodes, id, v)
+	case ipam.KindDrain:
+		put(s.drains, id, v)
+	case ipam.KindL2Owner:
+		if o, ok := v.(*ipam.L2Owner); ok {
+			s.owners[id] = ownerEntry{node: o.Node, rev: ev.Rev}
+		} else {
+			delete(s.owners, id)
+		}
+	default:
+		return false
+	}
+	s.dirty[tenantOf(id)] = true
+	return true
+}
+
+// Take returns the tenants whose inputs changed since the last call (all
+// known tenants after a reload or a pool change) and forgets them.
+func (s *State) Take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.all {
+		for id := range s.allocs {
+			s.dirty[tenantOf(id)] = true
+		}
+		for id := range s.nodes {
+			s.dirty[tenantOf(id)] = true
+		}
+		s.all = false
+	}
+	out := make([]string, 0, len(s.dirty))
+	for t := range s.dirty {
+		out = append(out, t)
+	}
+	clear(s.dirty)
+	return out
+}
+
+// collect returns the values of m whose ID belongs to tenant.
+func collect[T any](m map[string]*T, tenant string) []*T {
+	var out []*T
+	prefix := tenant + "/"
+	for id, v := range m {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Input returns the planner's input for one tenant, and the owner
+// records' revisions for conditional updates.
+func (s *State) Input(tenant string) (*planner.Input, map[netip.Addr]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := &planner.Input{
+		Pools:       make(map[string]*ipam.Pool, len(s.pools)),
+		Allocations: collect(s.allocs, tenant),
+		L2:          collect(s.l2, tenant),
+		BGP:         collect(s.bgp, tenant),
+		Peers:       collect(s.peers, tenant),
+		BFD:         map[string]*ipam.BFDProfile{},
+		Communities: collect(s.comms, tenant),
+		L2Owners:    map[netip.Addr]string{},
+	}
+	for id, p := range s.pools {
+		in.Pools[id] = p
+	}
+	for _, b := range collect(s.bfd, tenant) {
+		in.BFD[b.ID] = b
+	}
+	for _, n := range collect(s.nodes, tenant) {
+		c := *n
+		c.Live = true
+		c.Draining = s.drains[tenant+"/"+n.Name] != nil
+		in.Nodes = append(in.Nodes, &c)
+	}
+	revs := map[netip.Addr]int64{}
+	prefix := tenant + "/"
+	for id, o := range s.owners {
+		if rest, ok := strings.CutPrefix(id, prefix); ok {
+			if a, err := netip.ParseAddr(rest); err == nil {
+				in.L2Owners[a] = o.node
+				revs[a] = o.rev
+			}
+		}
+	}
+	return in, revs
+}
+
+// Node returns a live node's registration.
+func (s *State) Node(tenant, name string) (*ipam.Node, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[tenant+"/"+name]
+	return n, ok
+}
+
+// Drained reports whether a node is drained.
+func (s *State) Drained(tenant, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drains[tenant+"/"+name] != nil
+}
+
+// markDirty marks a tenant changed.
+func (s *State) markDirty(tenant string) {
+	s.mu.Lock()
+	s.dirty[tenant] = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// markAll marks every tenant changed.
+func (s *State) markAll() {
+	s.mu.Lock()
+	s.all = true
+	s.mu.Unlock()
+	s.signal()
+}

@@ -1,0 +1,257 @@
+package replica_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+)
+
+// fakeAnnouncer is a real gRPC client playing an announcer: it subscribes,
+// sends heartbeats and keeps the plan it is sent.
+type fakeAnnouncer struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	l2     map[string]bool
+	routes map[string]*ipamv1.PlanRoute // prefix|peer
+	peers  map[string]bool
+	ch     chan struct{}
+}
+
+func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string) *fakeAnnouncer {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
+		Parent: "tenants/" + tenant, Node: node, Labels: labels,
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeAnnouncer{t: t, cancel: cancel, done: make(chan struct{}), l2: map[string]bool{}, routes: map[string]*ipamv1.PlanRoute{}, peers: map[string]bool{}, ch: make(chan struct{}, 1)}
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
+			}
+		}
+	}()
+	go func() {
+		defer close(f.done)
+		defer conn.Close()
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			if snap := resp.GetSnapshot(); snap != nil {
+				f.l2, f.routes, f.peers = map[string]bool{}, map[string]*ipamv1.PlanRoute{}, map[string]bool{}
+				for _, l := range snap.GetL2Addresses() {
+					f.l2[l.GetAddress()] = true
+				}
+				for _, r := range snap.GetRoutes() {
+					f.routes[r.GetPrefix()+"|"+r.GetPeer()] = r
+				}
+				for _, p := range snap.GetPeers() {
+					f.peers[p.GetPeer().GetName()] = true
+				}
+			}
+			if c := resp.GetChange(); c != nil {
+				for _, l := range c.GetUpsertL2Addresses() {
+					f.l2[l.GetAddress()] = true
+				}
+				for _, a := range c.GetRemoveL2Addresses() {
+					delete(f.l2, a)
+				}
+				for _, r := range c.GetUpsertRoutes() {
+					f.routes[r.GetPrefix()+"|"+r.GetPeer()] = r
+				}
+				for _, k := range c.GetRemoveRoutes() {
+					delete(f.routes, k.GetPrefix()+"|"+k.GetPeer())
+				}
+				for _, p := range c.GetUpsertPeers() {
+					f.peers[p.GetPeer().GetName()] = true
+				}
+				for _, p := range c.GetRemovePeers() {
+					delete(f.peers, p)
+				}
+			}
+			f.mu.Unlock()
+			select {
+			case f.ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(f.kill)
+	return f
+}
+
+func (f *fakeAnnouncer) kill() { f.cancel(); <-f.done }
+
+func (f *fakeAnnouncer) l2Addrs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for a := range f.l2 {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 10*time.Second {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+	return 0
+}
+
+func TestSubscribeL2FailoverAndDrain(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	n2 := startNode(t, env.client, replica.Options{}) // a second replica serving one of the nodes
+	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ann := ipamv1.NewAnnouncementServiceClient(conn)
+	ctx := ctxT(t)
+	if _, err := ann.CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: "tenants/c1", L2AdvertisementId: "lan", L2Advertisement: &ipamv1.L2Advertisement{Pools: []string{"pools/lan"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := subscribe(t, n.addr, "c1", "node-a", nil)
+	b := subscribe(t, n2.addr, "c1", "node-b", nil)
+	al := mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/web"})
+	vip := al.GetAddresses()[0]
+	waitFor(t, "one node to answer for the address", func() bool {
+		return len(a.l2Addrs())+len(b.l2Addrs()) == 1
+	})
+	owner, other := a, b
+	if len(b.l2Addrs()) == 1 {
+		owner, other = b, a
+	}
+	if diff := cmp.Diff([]string{vip}, owner.l2Addrs()); diff != "" {
+		t.Fatal(diff)
+	}
+	// A third node joining never moves the address (sticky).
+	c := subscribe(t, n.addr, "c1", "node-c", nil)
+	time.Sleep(300 * time.Millisecond)
+	if diff := cmp.Diff([]string{vip}, owner.l2Addrs()); diff != "" {
+		t.Fatalf("address moved when a node joined: %s", diff)
+	}
+	c.kill()
+	// The owner dies: the other node answers.
+	owner.kill()
+	took := waitFor(t, "failover", func() bool { return len(other.l2Addrs()) == 1 })
+	t.Logf("failover after the owner's stream broke: %v", took)
+	// Drain the new owner: the address moves to a third node, and back
+	// nowhere else.
+	d := subscribe(t, n.addr, "c1", "node-d", nil)
+	name := map[*fakeAnnouncer]string{a: "node-a", b: "node-b"}[other]
+	if _, err := ipamv1.NewAnnouncerServiceClient(conn).DrainAnnouncer(ctx, &ipamv1.DrainAnnouncerRequest{Name: "tenants/c1/announcers/" + name}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drain to move the address", func() bool { return len(d.l2Addrs()) == 1 && len(other.l2Addrs()) == 0 })
+	list, err := ipamv1.NewAnnouncerServiceClient(conn).ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: "tenants/c1"})
+	if err != nil || len(list.GetAnnouncers()) != 2 {
+		t.Fatalf("ListAnnouncers = %v, %v", list, err)
+	}
+	// Release: nobody answers any more.
+	if _, err := n.allocs.Release(ctx, &ipamv1.ReleaseRequest{Name: al.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "release to withdraw", func() bool { return len(d.l2Addrs()) == 0 })
+}
+
+func TestSubscribeBGPPlan(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	mustPool(t, n, "bgp", &ipamv1.Pool{Ranges: []string{"203.0.113.0/28"}})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ann := ipamv1.NewAnnouncementServiceClient(conn)
+	ctx := ctxT(t)
+	// r1 is iBGP (LOCAL_PREF is sent), r2 eBGP.
+	for _, p := range []struct {
+		id, addr, zone string
+		asn            uint32
+	}{{"r1", "192.0.2.1", "a", 64500}, {"r2", "192.0.2.2", "b", 64501}} {
+		if _, err := ann.CreateBGPPeer(ctx, &ipamv1.CreateBGPPeerRequest{Parent: "tenants/c1", BgpPeerId: p.id, BgpPeer: &ipamv1.BGPPeer{
+			MyAsn: 64500, PeerAsn: p.asn, PeerAddress: p.addr,
+			NodeSelectors: []*ipamv1.LabelSelector{{MatchLabels: map[string]string{"zone": p.zone}}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ann.CreateBGPAdvertisement(ctx, &ipamv1.CreateBGPAdvertisementRequest{Parent: "tenants/c1", BgpAdvertisementId: "all", BgpAdvertisement: &ipamv1.BGPAdvertisement{
+		Communities: []string{"65000:100", "large:1:2:3"}, LocalPref: 150,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	za := subscribe(t, n.addr, "c1", "node-a", map[string]string{"zone": "a"})
+	zb := subscribe(t, n.addr, "c1", "node-b", map[string]string{"zone": "b"})
+	al := mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/web"})
+	prefix := al.GetAddresses()[0] + "/32"
+	waitFor(t, "routes on both nodes", func() bool {
+		za.mu.Lock()
+		defer za.mu.Unlock()
+		zb.mu.Lock()
+		defer zb.mu.Unlock()
+		return za.routes[prefix+"|tenants/c1/bgpPeers/r1"] != nil && zb.routes[prefix+"|tenants/c1/bgpPeers/r2"] != nil
+	})
+	za.mu.Lock()
+	r := za.routes[prefix+"|tenants/c1/bgpPeers/r1"]
+	_, wrongPeer := za.routes[prefix+"|tenants/c1/bgpPeers/r2"]
+	peers := len(za.peers)
+	za.mu.Unlock()
+	if wrongPeer || peers != 1 {
+		t.Fatalf("node-a peers with the wrong routers: peers=%d route to r2=%v", peers, wrongPeer)
+	}
+	if diff := cmp.Diff([]string{"65000:100"}, r.GetCommunities()); diff != "" {
+		t.Errorf("communities: %s", diff)
+	}
+	if diff := cmp.Diff([]string{"1:2:3"}, r.GetLargeCommunities()); diff != "" {
+		t.Errorf("large communities: %s", diff)
+	}
+	if r.GetLocalPref() != 150 {
+		t.Errorf("local pref = %d", r.GetLocalPref())
+	}
+}

@@ -1,0 +1,454 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+)
+
+type announcerService struct {
+	ipamv1.UnsafeAnnouncerServiceServer
+	s *Server
+}
+
+// nodeLeaseTTL bounds how long a node stays registered after its replica
+// dies without revoking (etcd counts whole seconds; 2 s is its practical
+// minimum). A live replica revokes at once when the session ends.
+const nodeLeaseTTL = 2 * time.Second
+
+// validNodeName reports whether s is a node name: 1-253 lower-case letters,
+// digits, '-' and '.' (a DNS subdomain, as Kubernetes node names are).
+func validNodeName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func interfacesFromProto(fes *ipam.FieldErrors, field string, in []*ipamv1.NetworkInterface) []ipam.Interface {
+	if len(in) > 1024 {
+		fes.Add(field, "at most 1024 interfaces")
+		return nil
+	}
+	out := make([]ipam.Interface, 0, len(in))
+	for i, ni := range in {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		interfacesOK(fes, f+".name", []string{ni.GetName()})
+		itf := ipam.Interface{Name: ni.GetName(), MAC: ni.GetHardwareAddress(), Up: ni.GetUp()}
+		for j, a := range ni.GetAddresses() {
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				fes.Add(fmt.Sprintf("%s.addresses[%d]", f, j), "is not an address in CIDR form")
+				continue
+			}
+			itf.Addrs = append(itf.Addrs, p)
+		}
+		out = append(out, itf)
+	}
+	return out
+}
+
+func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
+	const method = "Subscribe"
+	ctx := stream.Context()
+	if a.s.hub == nil || a.s.leaser == nil {
+		return status.Error(codes.Unimplemented, "this server does not serve announcers")
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	var fes ipam.FieldErrors
+	if hello == nil {
+		fes.Add("hello", "the first message must be a hello")
+		return toStatus(ctx, a.s.logger, method, fes)
+	}
+	tenant := parseParent(&fes, "hello.parent", hello.GetParent(), false)
+	if !validNodeName(hello.GetNode()) {
+		fes.Add("hello.node", "must be 1-253 lower-case letters, digits, '-' and '.'")
+	}
+	labelsOK(&fes, "hello.labels", hello.GetLabels())
+	node := &ipam.Node{
+		Tenant: tenant, Name: hello.GetNode(), Labels: hello.GetLabels(), Live: true,
+		Interfaces:  interfacesFromProto(&fes, "hello.interfaces", hello.GetInterfaces()),
+		ConnectTime: time.Now(),
+	}
+	if err := fes.Err(); err != nil {
+		return toStatus(ctx, a.s.logger, method, err)
+	}
+	lease, err := a.s.leaser.GrantLease(ctx, nodeLeaseTTL)
+	if err != nil {
+		return toStatus(ctx, a.s.logger, method, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := lease.Revoke(rctx); err != nil {
+			a.s.logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", node.Name, "error", err)
+		}
+	}()
+	ref := ipam.Ref{Kind: ipam.KindNode, ID: tenant + "/" + node.Name}
+	var nodeMu sync.Mutex
+	publish := func(ctx context.Context) error {
+		nodeMu.Lock()
+		defer nodeMu.Unlock()
+		_, err := lease.Put(ctx, ref, node)
+		return err
+	}
+	if err := publish(ctx); err != nil {
+		return toStatus(ctx, a.s.logger, method, err)
+	}
+	sess := a.s.hub.Attach(tenant, node.Name)
+	defer a.s.hub.Detach(sess)
+	a.s.logger.InfoContext(ctx, "announcer subscribed", "tenant", tenant, "node", node.Name)
+
+	g, gctx := errgroup.WithContext(ctx)
+	beats := make(chan struct{}, 1)
+	g.Go(func() error {
+		if err := lease.KeepAlive(gctx); err != nil {
+			return fmt.Errorf("node lease: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { // heartbeat watchdog
+		limit := 3 * a.s.heartbeat
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-beats:
+				t.Reset(limit)
+			case <-t.C:
+				return status.Errorf(codes.DeadlineExceeded, "no heartbeat for %s", limit)
+			}
+		}
+	})
+	g.Go(func() error { // what the announcer sends
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			select {
+			case beats <- struct{}{}:
+			default:
+			}
+			switch b := msg.GetBody().(type) {
+			case *ipamv1.SubscribeRequest_Status:
+				nodeMu.Lock()
+				node.Announced, node.Sessions = statusFromProto(b.Status)
+				nodeMu.Unlock()
+				if err := publish(gctx); err != nil {
+					return err
+				}
+			case *ipamv1.SubscribeRequest_Interfaces:
+				var fes ipam.FieldErrors
+				itfs := interfacesFromProto(&fes, "interfaces.interfaces", b.Interfaces.GetInterfaces())
+				if err := fes.Err(); err != nil {
+					return toStatus(gctx, a.s.logger, method, err)
+				}
+				nodeMu.Lock()
+				node.Interfaces = itfs
+				nodeMu.Unlock()
+				if err := publish(gctx); err != nil {
+					return err
+				}
+			}
+		}
+	})
+	g.Go(func() error { // what the announcer is sent
+		hb := durationpb.New(a.s.heartbeat)
+		for {
+			snap, delta, err := sess.Next(gctx)
+			if err != nil {
+				return nil
+			}
+			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb, ResumeToken: "s"}
+			if snap != nil {
+				resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(tenant, snap)}
+			} else {
+				resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(tenant, delta)}
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		}
+	})
+	err = g.Wait()
+	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return toStatus(ctx, a.s.logger, method, err)
+}
+
+func statusFromProto(st *ipamv1.AnnouncerStatus) ([]ipam.AnnouncedAddr, []ipam.SessionStatus) {
+	var ann []ipam.AnnouncedAddr
+	for _, a := range st.GetAnnounced() {
+		ann = append(ann, ipam.AnnouncedAddr{
+			Addr: a.GetAddress(), BGP: a.GetProtocol() == ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP,
+			Interfaces: a.GetInterfaces(), Peers: a.GetPeers(),
+		})
+	}
+	var sess []ipam.SessionStatus
+	for _, s := range st.GetSessions() {
+		ss := ipam.SessionStatus{Peer: s.GetPeer(), State: strings.TrimPrefix(s.GetState().String(), "STATE_"), BFDUp: s.GetBfdUp(), Advertised: int(s.GetAdvertisedPrefixes())}
+		if s.GetSince() != nil {
+			ss.Since = s.GetSince().AsTime()
+		}
+		sess = append(sess, ss)
+	}
+	return ann, sess
+}
+
+func peerName(tenant, id string) string { return configName(tenant, "bgpPeers", id) }
+
+func planPeerToProto(tenant string, p ipam.PlanPeer) *ipamv1.PlanPeer {
+	out := &ipamv1.PlanPeer{Peer: peerToProto(p.Peer, 0, true)}
+	out.Peer.Name = peerName(tenant, p.Peer.ID)
+	if p.BFD != nil {
+		out.Bfd = bfdToProto(p.BFD, 0)
+	}
+	return out
+}
+
+func communityStrings(cs []uint32) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%d:%d", c>>16, c&0xffff)
+	}
+	return out
+}
+
+func largeStrings(cs [][3]uint32) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%d:%d:%d", c[0], c[1], c[2])
+	}
+	return out
+}
+
+func routeToProto(tenant string, r ipam.PlanRoute) *ipamv1.PlanRoute {
+	return &ipamv1.PlanRoute{
+		Prefix: r.Prefix.String(), Peer: peerName(tenant, r.Peer),
+		Communities: communityStrings(r.Communities), LargeCommunities: largeStrings(r.LargeCommunities), LocalPref: r.LocalPref,
+	}
+}
+
+func l2ToPlanProto(l ipam.PlanL2) *ipamv1.PlanL2Address {
+	return &ipamv1.PlanL2Address{Address: l.Addr.String(), Interfaces: l.Interfaces}
+}
+
+func planToProto(tenant string, p *ipam.NodePlan) *ipamv1.Plan {
+	out := &ipamv1.Plan{}
+	for _, pp := range p.Peers {
+		out.Peers = append(out.Peers, planPeerToProto(tenant, pp))
+	}
+	for _, r := range p.Routes {
+		out.Routes = append(out.Routes, routeToProto(tenant, r))
+	}
+	for _, l := range p.L2 {
+		out.L2Addresses = append(out.L2Addresses, l2ToPlanProto(l))
+	}
+	return out
+}
+
+func deltaToProto(tenant string, d *planner.Delta) *ipamv1.PlanChange {
+	out := &ipamv1.PlanChange{}
+	for _, pp := range d.UpsertPeers {
+		out.UpsertPeers = append(out.UpsertPeers, planPeerToProto(tenant, pp))
+	}
+	for _, id := range d.RemovePeers {
+		out.RemovePeers = append(out.RemovePeers, peerName(tenant, id))
+	}
+	for _, r := range d.UpsertRoutes {
+		out.UpsertRoutes = append(out.UpsertRoutes, routeToProto(tenant, r))
+	}
+	for _, k := range d.RemoveRoutes {
+		out.RemoveRoutes = append(out.RemoveRoutes, &ipamv1.RouteKey{Prefix: k.Prefix.String(), Peer: peerName(tenant, k.Peer)})
+	}
+	for _, l := range d.UpsertL2 {
+		out.UpsertL2Addresses = append(out.UpsertL2Addresses, l2ToPlanProto(l))
+	}
+	for _, a := range d.RemoveL2 {
+		out.RemoveL2Addresses = append(out.RemoveL2Addresses, a.String())
+	}
+	return out
+}
+
+func (a *announcerService) announcerToProto(n *ipam.Node, live, draining bool) *ipamv1.Announcer {
+	out := &ipamv1.Announcer{
+		Name: "tenants/" + n.Tenant + "/announcers/" + n.Name, Labels: n.Labels, Live: live, Draining: draining,
+		Status: &ipamv1.AnnouncerStatus{},
+	}
+	if !n.ConnectTime.IsZero() {
+		out.ConnectTime = timestamppb.New(n.ConnectTime)
+	}
+	for _, itf := range n.Interfaces {
+		ni := &ipamv1.NetworkInterface{Name: itf.Name, HardwareAddress: itf.MAC, Up: itf.Up}
+		for _, p := range itf.Addrs {
+			ni.Addresses = append(ni.Addresses, p.String())
+		}
+		out.Interfaces = append(out.Interfaces, ni)
+	}
+	for _, ad := range n.Announced {
+		proto := ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2
+		if ad.BGP {
+			proto = ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP
+		}
+		out.Status.Announced = append(out.Status.Announced, &ipamv1.AnnouncedAddress{Address: ad.Addr, Protocol: proto, Interfaces: ad.Interfaces, Peers: ad.Peers})
+	}
+	for _, s := range n.Sessions {
+		st := ipamv1.BGPSessionStatus_State(ipamv1.BGPSessionStatus_State_value["STATE_"+s.State])
+		bs := &ipamv1.BGPSessionStatus{Peer: s.Peer, State: st, BfdUp: s.BFDUp, AdvertisedPrefixes: uint32(s.Advertised)}
+		if !s.Since.IsZero() {
+			bs.Since = timestamppb.New(s.Since)
+		}
+		out.Status.Sessions = append(out.Status.Sessions, bs)
+	}
+	return out
+}
+
+// parseAnnouncerName returns the tenant and node of
+// "tenants/{tenant}/announcers/{node}".
+func parseAnnouncerName(fes *ipam.FieldErrors, name string) (string, string) {
+	rest, ok := strings.CutPrefix(name, "tenants/")
+	t, n, ok2 := strings.Cut(rest, "/announcers/")
+	if !ok || !ok2 || !validTenant(t) || !validNodeName(n) {
+		fes.Add("name", "must be tenants/{tenant}/announcers/{node}")
+		return "", ""
+	}
+	return t, n
+}
+
+// announcer reads a node's registration and drain mark from etcd.
+func (a *announcerService) announcer(ctx context.Context, tenant, node string) (*ipamv1.Announcer, error) {
+	n := &ipam.Node{Tenant: tenant, Name: node}
+	live := false
+	ev, err := a.s.r.Get(ctx, ipam.Ref{Kind: ipam.KindNode, ID: tenant + "/" + node})
+	switch {
+	case err == nil:
+		n, live = ev.Value.(*ipam.Node), true
+	case !errors.Is(err, ipam.ErrNotFound):
+		return nil, err
+	}
+	_, err = a.s.r.Get(ctx, ipam.Ref{Kind: ipam.KindDrain, ID: tenant + "/" + node})
+	draining := err == nil
+	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
+		return nil, err
+	}
+	if !live && !draining {
+		return nil, ipam.Refuse(ipam.ErrNotFound, "announcer tenants/%s/announcers/%s is not subscribed", tenant, node)
+	}
+	return a.announcerToProto(n, live, draining), nil
+}
+
+func (a *announcerService) GetAnnouncer(ctx context.Context, req *ipamv1.GetAnnouncerRequest) (*ipamv1.GetAnnouncerResponse, error) {
+	var fes ipam.FieldErrors
+	tenant, node := parseAnnouncerName(&fes, req.GetName())
+	if err := fes.Err(); err != nil {
+		return nil, toStatus(ctx, a.s.logger, "GetAnnouncer", err)
+	}
+	out, err := a.announcer(ctx, tenant, node)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, "GetAnnouncer", err)
+	}
+	return &ipamv1.GetAnnouncerResponse{Announcer: out}, nil
+}
+
+func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListAnnouncersRequest) (*ipamv1.ListAnnouncersResponse, error) {
+	const method = "ListAnnouncers"
+	var fes ipam.FieldErrors
+	tenant := parseParent(&fes, "parent", req.GetParent(), true)
+	size := pageSize(&fes, "page_size", req.GetPageSize())
+	q := queryHash("announcers", req.GetParent())
+	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	if err := fes.Err(); err != nil {
+		return nil, toStatus(ctx, a.s.logger, method, err)
+	}
+	prefix := tenant + "/"
+	if tenant == "-" {
+		prefix = ""
+	}
+	page, err := a.s.r.List(ctx, ipam.KindNode, prefix, after, size, 0)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, method, err)
+	}
+	drains, err := a.s.r.List(ctx, ipam.KindDrain, prefix, "", 100000, page.Revision)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, method, err)
+	}
+	drained := map[string]bool{}
+	for _, ev := range drains.Items {
+		drained[ev.Ref.ID] = true
+	}
+	resp := &ipamv1.ListAnnouncersResponse{}
+	for _, ev := range page.Items {
+		resp.Announcers = append(resp.Announcers, a.announcerToProto(ev.Value.(*ipam.Node), true, drained[ev.Ref.ID]))
+	}
+	if page.More && len(page.Items) > 0 {
+		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+	}
+	return resp, nil
+}
+
+func (a *announcerService) DrainAnnouncer(ctx context.Context, req *ipamv1.DrainAnnouncerRequest) (*ipamv1.DrainAnnouncerResponse, error) {
+	var fes ipam.FieldErrors
+	tenant, node := parseAnnouncerName(&fes, req.GetName())
+	if err := fes.Err(); err != nil {
+		return nil, toStatus(ctx, a.s.logger, "DrainAnnouncer", err)
+	}
+	ref := ipam.Ref{Kind: ipam.KindDrain, ID: tenant + "/" + node}
+	_, err := a.s.w.CreateConfig(ctx, ref, &ipam.Drain{Tenant: tenant, Node: node}, func(string, time.Time) {}, false, meta(ctx, "DrainAnnouncer", "", req))
+	if err != nil && !errors.Is(err, ipam.ErrAlreadyExists) {
+		return nil, toStatus(ctx, a.s.logger, "DrainAnnouncer", err)
+	}
+	out, err := a.announcer(ctx, tenant, node)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, "DrainAnnouncer", err)
+	}
+	return &ipamv1.DrainAnnouncerResponse{Announcer: out}, nil
+}
+
+func (a *announcerService) UndrainAnnouncer(ctx context.Context, req *ipamv1.UndrainAnnouncerRequest) (*ipamv1.UndrainAnnouncerResponse, error) {
+	var fes ipam.FieldErrors
+	tenant, node := parseAnnouncerName(&fes, req.GetName())
+	if err := fes.Err(); err != nil {
+		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
+	}
+	ref := ipam.Ref{Kind: ipam.KindDrain, ID: tenant + "/" + node}
+	if err := a.s.w.DeleteConfig(ctx, ref, 0, 0, nil, meta(ctx, "UndrainAnnouncer", "", req)); err != nil && !errors.Is(err, ipam.ErrNotFound) {
+		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
+	}
+	out, err := a.announcer(ctx, tenant, node)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
+	}
+	return &ipamv1.UndrainAnnouncerResponse{Announcer: out}, nil
+}

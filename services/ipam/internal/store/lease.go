@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// Lease is an etcd lease that objects can be tied to: they disappear when
+// it is revoked or expires.
+type Lease struct {
+	s  *Store
+	id clientv3.LeaseID
+}
+
+// GrantLease grants a lease of at least ttl (etcd counts whole seconds).
+func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	resp, err := s.client.Grant(ctx, max(secs, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	return &Lease{s: s, id: resp.ID}, nil
+}
+
+// KeepAlive keeps the lease alive until ctx is done; it returns an error
+// when the lease is lost (expired or revoked).
+func (l *Lease) KeepAlive(ctx context.Context) error {
+	ch, err := l.s.client.KeepAlive(ctx, l.id)
+	if err != nil {
+		return fmt.Errorf("store: keep lease alive: %w: %w", ipam.ErrUnavailable, err)
+	}
+	for range ch {
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("store: lease lost")
+}
+
+// Revoke ends the lease now, deleting every object tied to it.
+func (l *Lease) Revoke(ctx context.Context) error {
+	if _, err := l.s.client.Revoke(ctx, l.id); err != nil {
+		return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Put writes an object tied to the lease, unconditionally.
+func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
+	b, err := encode(r.Kind, value)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := l.s.client.Put(ctx, key(r), string(b), clientv3.WithLease(l.id))
+	if err != nil {
+		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Campaign blocks until this replica leads the named election, then calls
+// lead with a context that is cancelled when leadership is lost or ctx is
+// done. It campaigns again after losing, until ctx is done.
+func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx context.Context) error) error {
+	for {
+		err := s.campaignOnce(ctx, name, id, lead)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.logger.WarnContext(ctx, "leadership ended; campaigning again", "election", name, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx context.Context) error) error {
+	sess, err := concurrency.NewSession(s.client, concurrency.WithTTL(2), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("store: election session: %w", err)
+	}
+	defer func() { _ = sess.Close() }()
+	el := concurrency.NewElection(sess, root+"elections/"+name)
+	if err := el.Campaign(ctx, id); err != nil {
+		return fmt.Errorf("store: campaign: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	err = lead(lctx)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer rcancel()
+	_ = el.Resign(rctx)
+	return err
+}
