@@ -81,29 +81,30 @@ func (s *Session) setWant(p *ipam.NodePlan) {
 }
 
 // Next blocks until the node's plan differs from what it was sent, and
-// returns either the whole plan (the first time) or the change.
-func (s *Session) Next(ctx context.Context) (*ipam.NodePlan, *planner.Delta, error) {
+// returns either the whole plan (the first time) or the change; ok is false
+// when ctx is done.
+func (s *Session) Next(ctx context.Context) (snapshot *ipam.NodePlan, change *planner.Delta, ok bool) {
 	for {
 		s.mu.Lock()
 		if s.want != nil && !s.synced {
 			s.sent, s.synced = s.want, true
 			p := s.want
 			s.mu.Unlock()
-			return p, nil, nil
+			return p, nil, true
 		}
 		if s.synced && s.want != s.sent {
 			d := planner.Diff(s.sent, s.want)
 			s.sent = s.want
 			s.mu.Unlock()
 			if !d.Empty() {
-				return nil, d, nil
+				return nil, d, true
 			}
 			continue
 		}
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, false
 		case <-s.ready:
 		}
 	}

@@ -182,8 +182,8 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	g.Go(func() error { // what the announcer is sent
 		hb := durationpb.New(a.s.heartbeat)
 		for {
-			snap, delta, err := sess.Next(gctx)
-			if err != nil {
+			snap, delta, ok := sess.Next(gctx)
+			if !ok {
 				return nil
 			}
 			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb, ResumeToken: "s"}

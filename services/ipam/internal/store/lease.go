@@ -38,10 +38,12 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	}
 	for range ch {
 	}
-	if ctx.Err() != nil {
+	select {
+	case <-ctx.Done():
 		return nil
+	default:
+		return errors.New("store: lease lost")
 	}
-	return errors.New("store: lease lost")
 }
 
 // Revoke ends the lease now, deleting every object tied to it.
@@ -71,8 +73,10 @@ func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
 func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx context.Context) error) error {
 	for {
 		err := s.campaignOnce(ctx, name, id, lead)
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		default:
 		}
 		s.logger.WarnContext(ctx, "leadership ended; campaigning again", "election", name, "error", err)
 		select {
