@@ -8,7 +8,7 @@ SHELL := /bin/bash
 BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.bin
 DATA      := $(CURDIR)/.data
-MODULES   := proto pkg services/ipam beaconctl tests/integration
+MODULES   := proto pkg services/ipam services/announcer beaconctl tests/integration
 GO_TEST_FLAGS ?= -race -count=1 -timeout=20m
 FUZZTIME  ?= 30s
 export PATH := $(TOOLS):$(PATH)
@@ -30,6 +30,19 @@ $(TOOL_BINS) &: tools/go.mod tools/go.sum
 
 .PHONY: tools
 tools: $(TOOL_BINS) ## Build the pinned Go tools (buf, protoc plugins, golangci-lint).
+
+## ---- system packages -------------------------------------------------------
+
+# Real routers and L2 clients for the announcer's tests (Debian packages).
+DEB_PACKAGES := frr bird2 gobgpd iputils-arping iputils-ping ndisc6 tcpdump iproute2 iptables
+DEB_COMMANDS := /usr/lib/frr/bgpd /usr/lib/frr/bfdd /usr/lib/frr/zebra vtysh bird birdc gobgpd gobgp arping ping ndisc6 tcpdump ip iptables
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests need, if any is missing (needs root).
+	@missing=""; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null 2>&1 || [ -x $$c ] || missing="$$missing $$c"; done; \
+	if [ -z "$$missing" ]; then echo ">> system packages present"; \
+	elif [ "$$(id -u)" != 0 ]; then echo ">> missing:$$missing; run 'make deps' as root (tests that need them will say so and skip)"; \
+	else echo ">> installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; fi
 
 ## ---- build and run ---------------------------------------------------------
 
@@ -81,7 +94,7 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 ## ---- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: tools check-generated lint test-unit test-integration ## Every check and test (what CI runs).
+test: deps tools check-generated lint test-unit test-integration ## Every check and test (what CI runs).
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit

@@ -9,6 +9,7 @@ package fleet
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -257,4 +258,31 @@ func (s *State) markAll() {
 	s.all = true
 	s.mu.Unlock()
 	s.signal()
+}
+
+// Announcement is one node reporting that it announces an address.
+type Announcement struct {
+	Node       string
+	BGP        bool
+	Interfaces []string
+	Peers      []string
+}
+
+// AnnouncementsOf returns, for each of a tenant's addresses, the nodes that
+// report announcing it (from their last status), sorted by node.
+func (s *State) AnnouncementsOf(tenant string, addrs []string) []Announcement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Announcement
+	for _, n := range collect(s.nodes, tenant) {
+		for _, a := range n.Announced {
+			for _, want := range addrs {
+				if a.Addr == want || strings.HasPrefix(a.Addr, want+"/") {
+					out = append(out, Announcement{Node: n.Name, BGP: a.BGP, Interfaces: a.Interfaces, Peers: a.Peers})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y Announcement) int { return strings.Compare(x.Node, y.Node) })
+	return out
 }

@@ -20,6 +20,24 @@ type allocationService struct {
 	s *Server
 }
 
+// render converts an allocation and adds which nodes report announcing it.
+func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Allocation {
+	out := allocationToProto(al, rev)
+	if a.s.fleet == nil {
+		return out
+	}
+	for _, an := range a.s.fleet.AnnouncementsOf(al.Tenant, out.GetAddresses()) {
+		p := ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2
+		if an.BGP {
+			p = ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP
+		}
+		out.Announcements = append(out.Announcements, &ipamv1.AllocationAnnouncement{
+			Announcer: "tenants/" + al.Tenant + "/announcers/" + an.Node, Protocol: p, Interfaces: an.Interfaces, Peers: an.Peers,
+		})
+	}
+	return out
+}
+
 func (a *allocationService) fail(ctx context.Context, method string, err error) error {
 	return toStatus(ctx, a.s.logger, method, err)
 }
@@ -97,7 +115,7 @@ func (a *allocationService) GetAllocation(ctx context.Context, req *ipamv1.GetAl
 	if err != nil {
 		return nil, a.fail(ctx, method, err)
 	}
-	return &ipamv1.GetAllocationResponse{Allocation: allocationToProto(ev.Value.(*ipam.Allocation), ev.Rev)}, nil
+	return &ipamv1.GetAllocationResponse{Allocation: a.render(ev.Value.(*ipam.Allocation), ev.Rev)}, nil
 }
 
 // matchAllocation applies a filter to an allocation; an address term
@@ -173,7 +191,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 			if !matchAllocation(f, al) {
 				continue
 			}
-			resp.Allocations = append(resp.Allocations, allocationToProto(al, ev.Rev))
+			resp.Allocations = append(resp.Allocations, a.render(al, ev.Rev))
 			if len(resp.Allocations) == size {
 				if page.More || i < len(page.Items)-1 {
 					resp.NextPageToken = encodePageToken(after, q)

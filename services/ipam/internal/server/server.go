@@ -60,9 +60,10 @@ type Deps struct {
 	Writer Writer
 	Reader Reader
 	Usage  Usage
-	// Hub and Leaser serve announcers.
+	// Hub and Leaser serve announcers; Fleet reports what they announce.
 	Hub    *fleet.Hub
 	Leaser Leaser
+	Fleet  *fleet.State
 	// Heartbeat is how often announcers must send heartbeats (default
 	// 200ms); three missed end the session.
 	Heartbeat time.Duration
@@ -75,6 +76,7 @@ type Server struct {
 	usage     Usage
 	hub       *fleet.Hub
 	leaser    Leaser
+	fleet     *fleet.State
 	heartbeat time.Duration
 	logger    *slog.Logger
 }
@@ -84,7 +86,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, heartbeat: d.Heartbeat, logger: logger}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger}
 }
 
 // Register registers every service of the server on g.
