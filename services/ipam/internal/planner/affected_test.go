@@ -45,7 +45,7 @@ func checkAffected(t *testing.T, label string, in *Input, others []*ipam.Allocat
 		t.Fatalf("%s: owners after (-L2Owners +Affected):\n%s", label, diff)
 	}
 	plansA := Plans(inA, owners1)
-	if diff := cmp.Diff(plansA, applyAll(plansB, deltas), cmpPlans); diff != "" {
+	if diff := cmp.Diff(plansA, applyAll(plansB, deltas), planOpts()); diff != "" {
 		t.Fatalf("%s: plans after (-Plans +applied):\n%s", label, diff)
 	}
 	for name, p := range plansA {
@@ -53,7 +53,7 @@ func checkAffected(t *testing.T, label string, in *Input, others []*ipam.Allocat
 		if want.Empty() {
 			want = nil
 		}
-		if diff := cmp.Diff(want, deltas[name], cmpPlans); diff != "" {
+		if diff := cmp.Diff(want, deltas[name], planOpts()); diff != "" {
 			t.Fatalf("%s: delta of %s (-Diff +Affected):\n%s", label, name, diff)
 		}
 	}
@@ -90,7 +90,7 @@ func TestAffectedProperty(t *testing.T) {
 		default:
 			kind, before = "update labels and policy", cur
 			c := *cur
-			c.OwnerLabels = labels("app", g.pick(apps...))
+			c.OwnerLabels = labels("app", g.pick(apps()...))
 			c.TrafficPolicy = ipam.TrafficCluster
 			after = &c
 		}
@@ -165,11 +165,11 @@ func TestDiffApply(t *testing.T) {
 			if want == nil {
 				want = &ipam.NodePlan{}
 			}
-			if diff := cmp.Diff(want, got, cmpPlans); diff != "" {
+			if diff := cmp.Diff(want, got, planOpts()); diff != "" {
 				t.Fatalf("seed %d %s: Apply(Diff) (-want +got):\n%s", seed, name, diff)
 			}
 			if old != nil {
-				if diff := cmp.Diff(&oldCopy, old, cmpPlans); diff != "" {
+				if diff := cmp.Diff(&oldCopy, old, planOpts()); diff != "" {
 					t.Fatalf("seed %d %s: Apply changed its input:\n%s", seed, name, diff)
 				}
 			}

@@ -152,10 +152,10 @@ func TestPlansRoutes(t *testing.T) {
 			if tt.want == nil {
 				tt.want = map[string][]ipam.PlanRoute{}
 			}
-			if diff := cmp.Diff(tt.want, got, cmpPlans); diff != "" {
+			if diff := cmp.Diff(tt.want, got, planOpts()); diff != "" {
 				t.Errorf("routes (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(refRoutes(in), got, cmpPlans); diff != "" {
+			if diff := cmp.Diff(refRoutes(in), got, planOpts()); diff != "" {
 				t.Errorf("routes differ from the reference (-ref +got):\n%s", diff)
 			}
 		})
@@ -215,7 +215,7 @@ func TestPlansL2(t *testing.T) {
 		"n1": {{Addr: addr("192.0.2.1"), Interfaces: []string{"eth0", "eth1", "eth2"}, Allocation: "t1/a0"}},
 		"n3": {{Addr: addr("2001:db8::1"), Interfaces: nil, Allocation: "t1/a0"}},
 	}
-	if diff := cmp.Diff(want, got, cmpPlans); diff != "" {
+	if diff := cmp.Diff(want, got, planOpts()); diff != "" {
 		t.Errorf("L2 (-want +got):\n%s", diff)
 	}
 }

@@ -15,9 +15,11 @@ import (
 
 const tenant = "t1"
 
-// cmpPlans compares plans: nil and empty slices are equal.
-var cmpPlans = cmp.Options{cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
-	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })}
+// planOpts compares plans: nil and empty slices are equal.
+func planOpts() cmp.Options {
+	return cmp.Options{cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+		cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })}
+}
 
 // labels builds a label map from "k=v" pairs.
 func labels(kv ...string) map[string]string {

@@ -254,22 +254,20 @@ func TestRendezvousGolden(t *testing.T) {
 			alloc("d", "p", "192.0.2.4"),
 		},
 	}
+	golden := map[string]string{
+		"192.0.2.1":   "node-c",
+		"192.0.2.2":   "node-d",
+		"192.0.2.3":   "node-c",
+		"192.0.2.4":   "node-b",
+		"2001:db8::1": "node-c",
+	}
 	want := map[netip.Addr]string{}
-	for k, v := range goldenOwners {
+	for k, v := range golden {
 		want[addr(k)] = v
 	}
 	if diff := cmp.Diff(want, L2Owners(in)); diff != "" {
 		t.Fatalf("rendezvous owners changed (-want +got):\n%s", diff)
 	}
-}
-
-// goldenOwners are the owners TestRendezvousGolden pins.
-var goldenOwners = map[string]string{
-	"192.0.2.1":   "node-c",
-	"192.0.2.2":   "node-d",
-	"192.0.2.3":   "node-c",
-	"192.0.2.4":   "node-b",
-	"2001:db8::1": "node-c",
 }
 
 // TestHashIsFNV1a checks the hand-written FNV-1a against the standard

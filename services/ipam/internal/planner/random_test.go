@@ -38,10 +38,9 @@ func (g *gen) maybeSels(key string, values ...string) []selector.Selector {
 	}
 }
 
-var (
-	racks = []string{"a", "b", "c"}
-	apps  = []string{"web", "db"}
-)
+// racks and apps are the label values random inputs use.
+func racks() []string { return []string{"a", "b", "c"} }
+func apps() []string  { return []string{"web", "db"} }
 
 func (g *gen) input(nodes, allocs int) *Input {
 	in := &Input{
@@ -58,7 +57,7 @@ func (g *gen) input(nodes, allocs int) *Input {
 	}
 	for i := range nodes {
 		n := &ipam.Node{Tenant: tenant, Name: fmt.Sprintf("n%03d", i), Live: g.p(0.85), Draining: g.p(0.1),
-			Labels: labels("rack", g.pick(racks...), "role", g.pick("edge", "core"))}
+			Labels: labels("rack", g.pick(racks()...), "role", g.pick("edge", "core"))}
 		n.Interfaces = append(n.Interfaces, ipam.Interface{Name: "eth0", Up: g.p(0.9)})
 		if g.p(0.5) {
 			n.Interfaces = append(n.Interfaces, ipam.Interface{Name: "eth1", Up: g.p(0.7)})
@@ -71,20 +70,20 @@ func (g *gen) input(nodes, allocs int) *Input {
 			asn = 65000
 		}
 		p := &ipam.BGPPeer{Tenant: tenant, ID: fmt.Sprintf("r%d", i), MyASN: 64500, PeerASN: asn,
-			NodeSelectors: g.maybeSels("rack", racks...)}
+			NodeSelectors: g.maybeSels("rack", racks()...)}
 		if g.p(0.5) {
 			p.BFDProfile = g.pick("fast", "gone")
 		}
 		in.Peers = append(in.Peers, p)
 	}
 	for i := range g.rng.IntN(4) {
-		ad := &ipam.L2Advertisement{Tenant: tenant, ID: fmt.Sprintf("l2-%d", i), NodeSelectors: g.maybeSels("rack", racks...)}
+		ad := &ipam.L2Advertisement{Tenant: tenant, ID: fmt.Sprintf("l2-%d", i), NodeSelectors: g.maybeSels("rack", racks()...)}
 		g.poolsAndOwners(&ad.Pools, &ad.PoolSelectors, &ad.OwnerSelectors)
 		if g.p(0.3) {
 			ad.Interfaces = []string{g.pick("eth0", "eth1", "eth9")}
 		}
 		for range g.rng.IntN(3) {
-			ad.NodePriorities = append(ad.NodePriorities, ipam.NodePriority{Priority: g.rng.IntN(3), Selector: sel("rack", g.pick(racks...))})
+			ad.NodePriorities = append(ad.NodePriorities, ipam.NodePriority{Priority: g.rng.IntN(3), Selector: sel("rack", g.pick(racks()...))})
 		}
 		in.L2 = append(in.L2, ad)
 	}
@@ -122,14 +121,14 @@ func (g *gen) poolsAndOwners(ps *[]string, poolSels, ownerSels *[]selector.Selec
 		*poolSels = sels("tier", g.pick("front", "back"))
 	}
 	if g.p(0.3) {
-		*ownerSels = sels("app", g.pick(apps...))
+		*ownerSels = sels("app", g.pick(apps()...))
 	}
 }
 
 // alloc is a random allocation; addresses come from small sets so that they
 // collide.
 func (g *gen) alloc(id string, nodes int) *ipam.Allocation {
-	a := &ipam.Allocation{Tenant: tenant, ID: id, OwnerLabels: labels("app", g.pick(apps...))}
+	a := &ipam.Allocation{Tenant: tenant, ID: id, OwnerLabels: labels("app", g.pick(apps()...))}
 	switch g.rng.IntN(3) {
 	case 0:
 		a.Pool = "p4"
@@ -258,7 +257,7 @@ func TestPropertyRoutes(t *testing.T) {
 				got[name] = p.Routes
 			}
 		}
-		if diff := cmp.Diff(refRoutes(in), got, cmpPlans); diff != "" {
+		if diff := cmp.Diff(refRoutes(in), got, planOpts()); diff != "" {
 			t.Fatalf("seed %d: routes (-ref +got):\n%s", seed, diff)
 		}
 	}
@@ -275,11 +274,26 @@ func TestDeterminism(t *testing.T) {
 			if diff := cmp.Diff(owners, L2Owners(s)); diff != "" {
 				t.Fatalf("seed %d: owners (-first +shuffled):\n%s", seed, diff)
 			}
-			if diff := cmp.Diff(plans, Plans(s, owners), cmpPlans); diff != "" {
+			if diff := cmp.Diff(plans, Plans(s, owners), planOpts()); diff != "" {
 				t.Fatalf("seed %d: plans (-first +shuffled):\n%s", seed, diff)
 			}
 			if diff := cmp.Diff(warnings, Check(s)); diff != "" {
 				t.Fatalf("seed %d: warnings (-first +shuffled):\n%s", seed, diff)
+			}
+		}
+	}
+}
+
+// TestPlanOneNode: Plan gives each node what Plans gives it.
+func TestPlanOneNode(t *testing.T) {
+	for seed := range uint64(100) {
+		in := newGen(t, seed).input(1+int(seed%12), 1+int(seed%40))
+		owners := L2Owners(in)
+		all := Plans(in, owners)
+		for i := range 13 {
+			name := fmt.Sprintf("n%03d", i)
+			if diff := cmp.Diff(all[name], Plan(in, owners, name), planOpts()); diff != "" {
+				t.Fatalf("seed %d, %s (-Plans +Plan):\n%s", seed, name, diff)
 			}
 		}
 	}
