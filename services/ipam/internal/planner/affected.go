@@ -8,8 +8,9 @@ import (
 )
 
 // Affected returns how the plans change when one allocation changes from
-// before to after (before nil: allocated; after nil: released; both set:
-// updated, e.g. its endpoint nodes or labels), without recomputing every
+// before to after, two versions of one allocation (same tenant and ID;
+// before nil: allocated; after nil: released; both set: updated, e.g. its
+// endpoint nodes or labels), without recomputing every
 // plan: the deltas of the nodes whose plans change, by node name, and the
 // new L2 owner of each address before or after holds ("" when no node
 // answers for it any more), to merge into the owners map.

@@ -68,8 +68,8 @@ type bitset []uint64
 // newBitset returns an empty set able to hold 0..n-1.
 func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
 
-func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
-func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
+// set adds i to b.
+func (b bitset) set(i int) { b[i/64] |= 1 << (i % 64) }
 
 // empty reports whether b holds nothing.
 func (b bitset) empty() bool {

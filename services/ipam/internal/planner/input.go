@@ -49,6 +49,7 @@ type Warning struct {
 
 // RouteKey names a route in a node's plan: one prefix to one peer.
 type RouteKey struct {
+	// Prefix is the announced prefix.
 	Prefix netip.Prefix
 	// Peer is the BGPPeer ID.
 	Peer string
@@ -59,13 +60,24 @@ type RouteKey struct {
 // route key, address), removals name entries to drop. Every list is sorted by
 // its key and names each key at most once; no key is both upserted and
 // removed.
+//
+// For an L2 address that moves, the new owner's delta holds the upsert and
+// the old owner's the removal: send the upsert first, so that the new owner
+// answers before the old one stops (as DrainAnnouncer promises).
 type Delta struct {
-	UpsertPeers  []ipam.PlanPeer
-	RemovePeers  []string
+	// UpsertPeers are sessions added or changed, by peer ID.
+	UpsertPeers []ipam.PlanPeer
+	// RemovePeers are the IDs of peers whose sessions end.
+	RemovePeers []string
+	// UpsertRoutes are routes added or whose attributes changed.
 	UpsertRoutes []ipam.PlanRoute
+	// RemoveRoutes are routes withdrawn.
 	RemoveRoutes []RouteKey
-	UpsertL2     []ipam.PlanL2
-	RemoveL2     []netip.Addr
+	// UpsertL2 are addresses the node starts answering for, or answers
+	// for on other interfaces or for another allocation.
+	UpsertL2 []ipam.PlanL2
+	// RemoveL2 are addresses the node stops answering for.
+	RemoveL2 []netip.Addr
 }
 
 // Empty reports whether d changes nothing.

@@ -16,35 +16,60 @@ import (
 //     whether or not any route goes to it.
 //   - Routes: for each allocated address and each BGP advertisement
 //     selecting it, the address masked to the aggregation length (see
-//     prefixOf) is announced by every live, non-draining node the
+//     prefix, and the pool's own prefix around it) is announced by every live, non-draining node the
 //     advertisement's node selectors select (only endpoint nodes for LOCAL
 //     traffic policy) to every peer of the advertisement (all the tenant's
 //     when it names none) that selects the node. Routes with the same
 //     prefix and peer merge: their communities unite, and the lowest
 //     non-zero local preference wins (iBGP peers only; Check reports the
 //     conflict). Sorted by prefix, then peer ID.
-//   - L2: every address owns[addr] names a live, non-draining node for,
-//     with the interfaces of the advertisements selecting both, sorted by
-//     address.
+//   - L2: every address owners[addr] names a live, non-draining node for,
+//     with the interfaces of the advertisements selecting both the address
+//     and the node (nil, every interface, when one of them names none),
+//     sorted by address. An address several allocations share names the
+//     first of them ("tenant/id").
 //
 // Plans are read-only: nodes that see the same routes share one Routes
 // slice (capacity clipped, so append copies), and routes share their
 // community slices. Cost: compile, O(A·(L+B)) selector evaluations,
 // O(A log A) sorting, O(K·R) for K classes of nodes with the same node
-// selector matches and R distinct routes, plus O(N·E) for the routes of
-// LOCAL allocations with E endpoint nodes and O(A) for L2.
+// selector matches and R routes per class, and O(A) for L2. A node that is
+// an endpoint of a LOCAL allocation announced over BGP cannot share its
+// class's Routes slice and gets its own copy: O(R) more for each such node,
+// which dominates when LOCAL allocations are spread over many nodes.
 func Plans(in *Input, owners map[netip.Addr]string) map[string]*ipam.NodePlan {
 	c := compile(in)
+	return c.plans(owners, func(int) bool { return true })
+}
+
+// Plan returns the plan of one node, as Plans would, or nil when the node is
+// unknown or not live: what a Subscribe snapshot needs, without planning
+// every node. Cost: compile, O(A·(L+B)) selector evaluations, O(A log A)
+// sorting, and the node's own routes.
+func Plan(in *Input, owners map[netip.Addr]string, node string) *ipam.NodePlan {
+	c := compile(in)
+	want, ok := c.nodeIdx[node]
+	if !ok {
+		return nil
+	}
+	return c.plans(owners, func(n int) bool { return n == want })[node]
+}
+
+// plans returns the plans of the live nodes for which want holds.
+func (c *compiled) plans(owners map[netip.Addr]string, want func(n int) bool) map[string]*ipam.NodePlan {
 	plans := make(map[string]*ipam.NodePlan, len(c.nodes))
 	for n, node := range c.nodes {
-		if node.Live {
+		if node.Live && want(n) {
 			plans[node.Name] = &ipam.NodePlan{Peers: c.planPeers(n)}
 		}
 	}
-	c.planRoutes(plans)
-	for _, e := range c.l2Entries(in.Allocations) {
+	if len(plans) == 0 {
+		return plans
+	}
+	c.planRoutes(plans, want)
+	for _, e := range c.l2Entries(c.in.Allocations) {
 		n, ok := c.nodeIdx[owners[e.addr]]
-		if !ok || !c.active[n] {
+		if !ok || !c.active[n] || !want(n) {
 			continue
 		}
 		p := plans[c.nodes[n].Name]
@@ -81,8 +106,9 @@ type override struct {
 	routes []ipam.PlanRoute
 }
 
-// planRoutes fills in the Routes of plans.
-func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan) {
+// planRoutes fills in the Routes of plans, those of the nodes for which
+// want holds.
+func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan, want func(n int) bool) {
 	if len(c.bgp) == 0 || len(c.peers) == 0 {
 		return
 	}
@@ -101,7 +127,7 @@ func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan) {
 	byKey := map[string]int{}
 	for n := range c.nodes {
 		classOf[n] = -1
-		if !c.active[n] {
+		if !c.active[n] || !want(n) {
 			continue
 		}
 		ads, peers := newBitset(len(c.bgp)), newBitset(len(c.peers))
@@ -151,7 +177,7 @@ func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan) {
 		}
 		slices.Sort(nodes)
 		for _, n := range slices.Compact(nodes) {
-			if c.active[n] {
+			if c.active[n] && want(n) {
 				overrides[n] = append(overrides[n], override{p, c.routesFor(n, p, x)})
 			}
 		}
