@@ -158,7 +158,21 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 		return err
 	}
 	plans := planner.Plans(in, in.L2Owners)
+	// Make before break: nodes that take over addresses hear of it before
+	// the nodes that give them up.
+	var later []*Session
 	for _, s := range sessions {
+		p := plans[s.Node]
+		if p == nil {
+			p = &ipam.NodePlan{}
+		}
+		if gainsL2(s.Plan(), p) {
+			s.setWant(p)
+		} else {
+			later = append(later, s)
+		}
+	}
+	for _, s := range later {
 		p := plans[s.Node]
 		if p == nil {
 			p = &ipam.NodePlan{}
@@ -228,4 +242,20 @@ func (h *Hub) LeadOwners(ctx context.Context) error {
 	h.state.markAll()
 	<-ctx.Done()
 	return nil
+}
+
+// gainsL2 reports whether plan next answers for an address old does not.
+func gainsL2(old, next *ipam.NodePlan) bool {
+	have := map[netip.Addr]bool{}
+	if old != nil {
+		for _, l := range old.L2 {
+			have[l.Addr] = true
+		}
+	}
+	for _, l := range next.L2 {
+		if !have[l.Addr] {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// config is announcerd's configuration, from flags with environment
+// fallbacks (BEACON_ANNOUNCER_ + the flag name in upper case, '-' as '_').
+type config struct {
+	IPAM             []string
+	Tenant           string
+	Node             string
+	Labels           map[string]string
+	RouterID         netip.Addr
+	OpsListen        string
+	Grace            time.Duration
+	KeepRoutesOnExit bool
+	LogLevel         string
+	OTLPEndpoint     string
+	TLSCA            string
+	TLSCert          string
+	TLSKey           string
+	Token            string
+}
+
+func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("announcerd", flag.ContinueOnError)
+	env := func(name, def string) string {
+		if v := getenv("BEACON_ANNOUNCER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	var ipam, labels, routerID, grace, keep string
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses, tried in turn")
+	str(&c.Tenant, "tenant", "", "the node's tenant (required)")
+	str(&c.Node, "node", hostname, "the node's name (default: the host name)")
+	str(&labels, "labels", "", "the node's labels, k=v,k=v")
+	str(&routerID, "router-id", "", "BGP router ID (an IPv4 address); default: the first IPv4 address of the node's interfaces")
+	str(&c.OpsListen, "ops-listen", "127.0.0.1:7402", "HTTP address for /metrics, /healthz and /readyz")
+	str(&grace, "grace", "2s", "how long to keep answering L2 while cut off from every IPAM")
+	str(&keep, "keep-routes-on-exit", "false", "on exit, keep BGP routes at graceful-restart peers (planned restarts)")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
+	str(&c.TLSCA, "tls-ca", "", "CA bundle to verify the IPAM with; set to use TLS")
+	str(&c.TLSCert, "tls-cert", "", "client certificate (PEM)")
+	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
+	str(&c.Token, "token", "", "bearer token for the gateway")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	for _, a := range strings.Split(ipam, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.IPAM = append(c.IPAM, a)
+		}
+	}
+	if len(c.IPAM) == 0 {
+		errs = append(errs, errors.New("--ipam: at least one address"))
+	}
+	if c.Tenant == "" {
+		errs = append(errs, errors.New("--tenant is required"))
+	}
+	if c.Node == "" {
+		errs = append(errs, errors.New("--node is required (no host name)"))
+	}
+	c.Labels = map[string]string{}
+	for _, kv := range strings.Split(labels, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("--labels: %q is not k=v", kv))
+			continue
+		}
+		c.Labels[k] = v
+	}
+	if routerID != "" {
+		a, err := netip.ParseAddr(routerID)
+		if err != nil || !a.Is4() {
+			errs = append(errs, fmt.Errorf("--router-id: %q is not an IPv4 address", routerID))
+		}
+		c.RouterID = a
+	}
+	d, err := time.ParseDuration(grace)
+	if err != nil || d <= 0 {
+		errs = append(errs, fmt.Errorf("--grace: %q is not a positive duration", grace))
+	}
+	c.Grace = d
+	switch keep {
+	case "true", "1":
+		c.KeepRoutesOnExit = true
+	case "false", "0", "":
+	default:
+		errs = append(errs, fmt.Errorf("--keep-routes-on-exit: %q is not a boolean", keep))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,34 @@
+// Command announcerd is Beacon's per-node announcer: it subscribes to its
+// node's plan from the IPAM and makes it so over BGP (GoBGP as a library)
+// and ARP/NDP on the node's interfaces.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/beaconlb/beacon/pkg/telemetry"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, host)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "announcerd:", err)
+		os.Exit(2)
+	}
+	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "announcerd:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, logger); err != nil {
+		logger.Error("announcerd stopped", "error", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/beaconlb/beacon/pkg/probe"
+	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
+	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
+	"github.com/beaconlb/beacon/services/announcer/internal/l2"
+	"github.com/beaconlb/beacon/services/announcer/internal/links"
+	"github.com/beaconlb/beacon/services/announcer/internal/reconcile"
+)
+
+var version = "dev"
+
+func run(ctx context.Context, cfg config, logger *slog.Logger) error {
+	tel, err := telemetry.New(ctx, telemetry.Config{ServiceName: "beacon-announcerd", ServiceVersion: version, OTLPEndpoint: cfg.OTLPEndpoint})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+
+	itfs, err := links.List()
+	if err != nil {
+		return err
+	}
+	routerID := cfg.RouterID
+	if !routerID.IsValid() {
+		if routerID = firstIPv4(itfs); !routerID.IsValid() {
+			return errors.New("no IPv4 address on any interface for the BGP router ID; set --router-id")
+		}
+	}
+
+	dial, err := dialOptions(cfg)
+	if err != nil {
+		return err
+	}
+	dial = append(dial, tel.GRPCDialOptions()...)
+	conns := make([]grpc.ClientConnInterface, 0, len(cfg.IPAM))
+	for _, addr := range cfg.IPAM {
+		cc, err := grpc.NewClient(addr, dial...)
+		if err != nil {
+			return fmt.Errorf("ipam %s: %w", addr, err)
+		}
+		defer func() { _ = cc.Close() }()
+		conns = append(conns, cc)
+	}
+	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace})
+	responder := l2.New(logger, l2.Options{})
+	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
+	rec := reconcile.New(responder, speaker, client, logger)
+
+	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
+	if err := ops.Listen(ctx); err != nil {
+		return err
+	}
+	changes := make(chan []links.Interface, 1)
+	changes <- itfs
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return client.Run(gctx) })
+	g.Go(func() error { return responder.Run(gctx) })
+	g.Go(func() error { return speaker.Run(gctx) })
+	g.Go(func() error { return rec.Run(gctx, changes) })
+	g.Go(func() error { return ops.Run(gctx) })
+	g.Go(func() error {
+		return links.Watch(gctx, logger, func(l []links.Interface) {
+			select { // keep only the latest
+			case <-changes:
+			default:
+			}
+			changes <- l
+		})
+	})
+	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", ops.Addr().String(), "version", version)
+	err = g.Wait()
+	logger.Info("announcerd stopped", "clean", err == nil)
+	return err
+}
+
+func firstIPv4(itfs []links.Interface) netip.Addr {
+	for _, i := range itfs {
+		for _, p := range i.Addrs {
+			if a := p.Addr(); a.Is4() && !a.IsLinkLocalUnicast() {
+				return a
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// dialOptions returns the options for talking to the IPAM: TLS when a CA
+// is given, keepalives that notice a dead IPAM quickly.
+func dialOptions(cfg config) ([]grpc.DialOption, error) {
+	opts := []grpc.DialOption{grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true})}
+	if cfg.TLSCA == "" {
+		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
+	}
+	pem, err := os.ReadFile(cfg.TLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("tls ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls ca %s: no certificates", cfg.TLSCA)
+	}
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc))), nil
+}

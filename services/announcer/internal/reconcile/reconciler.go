@@ -1,0 +1,191 @@
+// Package reconcile makes the node announce what its plan says: it turns
+// the plan from the IPAM and the node's interfaces into the L2 responder's
+// address set and the BGP speaker's peers and routes, re-applies whenever
+// either changes, and reports back what the node actually announces.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
+	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
+	"github.com/beaconlb/beacon/services/announcer/internal/links"
+)
+
+// Responder is the L2 responder.
+type Responder interface {
+	Set(desired map[string][]netip.Addr) error
+}
+
+// Speaker is the BGP speaker.
+type Speaker interface {
+	Apply(ctx context.Context, peers []bgp.PeerConfig, routes []bgp.Route) error
+	Sessions() []bgp.SessionState
+	Events() <-chan struct{}
+}
+
+// Session is the node's session with the IPAM.
+type Session interface {
+	Updates() <-chan ipamclient.Update
+	SetInterfaces([]*ipamv1.NetworkInterface)
+	SetStatus(*ipamv1.AnnouncerStatus)
+}
+
+// Reconciler drives the responder and the speaker.
+type Reconciler struct {
+	l2       Responder
+	speaker  Speaker
+	session  Session
+	logger   *slog.Logger
+	readFile func(string) ([]byte, error)
+}
+
+// New returns a Reconciler.
+func New(l2 Responder, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
+	return &Reconciler{l2: l2, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
+}
+
+// Run reconciles until ctx is done. interfaces delivers the node's
+// interfaces whenever they change.
+func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interface) error {
+	var plan *ipamclient.Plan
+	var itfs []links.Interface
+	lost := false
+	var l2 map[string][]netip.Addr
+	var routes []bgp.Route
+	var reported *ipamv1.AnnouncerStatus
+	for {
+		bgpChanged := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-r.session.Updates():
+			bgpChanged = plan == nil || u.Plan == nil || !sameBGP(plan, u.Plan)
+			plan, lost = u.Plan, u.Lost
+		case itfs = <-interfaces:
+			r.session.SetInterfaces(interfacesToProto(itfs))
+		case <-r.speaker.Events():
+		}
+		if want := L2Desired(plan, itfs, lost); !sameL2(want, l2) {
+			if err := r.l2.Set(want); err != nil {
+				r.logger.WarnContext(ctx, "setting L2 addresses failed", "error", err)
+			}
+			l2 = want
+		}
+		if bgpChanged {
+			peers, rs, errs := BGPDesired(plan, r.readFile)
+			for _, err := range errs {
+				r.logger.WarnContext(ctx, "ignoring part of the BGP plan", "error", err)
+			}
+			if err := r.speaker.Apply(ctx, peers, rs); err != nil && !errors.Is(err, context.Canceled) {
+				r.logger.WarnContext(ctx, "applying the BGP plan failed", "error", err)
+			}
+			routes = rs
+		}
+		if st := status(l2, routes, r.speaker.Sessions()); !proto.Equal(st, reported) {
+			r.session.SetStatus(st)
+			reported = st
+		}
+	}
+}
+
+func sameBGP(a, b *ipamclient.Plan) bool {
+	if len(a.Peers) != len(b.Peers) || len(a.Routes) != len(b.Routes) {
+		return false
+	}
+	for k, v := range a.Peers {
+		if w, ok := b.Peers[k]; !ok || v != w {
+			return false
+		}
+	}
+	for k, v := range a.Routes {
+		if w, ok := b.Routes[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+func sameL2(a, b map[string][]netip.Addr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func interfacesToProto(itfs []links.Interface) []*ipamv1.NetworkInterface {
+	out := make([]*ipamv1.NetworkInterface, 0, len(itfs))
+	for _, i := range itfs {
+		ni := &ipamv1.NetworkInterface{Name: i.Name, HardwareAddress: i.MAC, Up: i.Up}
+		for _, a := range i.Addrs {
+			ni.Addresses = append(ni.Addresses, a.String())
+		}
+		out = append(out, ni)
+	}
+	return out
+}
+
+// status describes what the node announces.
+func status(l2 map[string][]netip.Addr, routes []bgp.Route, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
+	st := &ipamv1.AnnouncerStatus{}
+	byAddr := map[netip.Addr][]string{}
+	for itf, addrs := range l2 {
+		for _, a := range addrs {
+			byAddr[a] = append(byAddr[a], itf)
+		}
+	}
+	for a, itfs := range byAddr {
+		slices.Sort(itfs)
+		st.Announced = append(st.Announced, &ipamv1.AnnouncedAddress{Address: a.String(), Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: itfs})
+	}
+	established := map[string]bool{}
+	for _, s := range sessions {
+		established[s.Peer] = s.State == bgp.StateEstablished
+	}
+	byPrefix := map[netip.Prefix][]string{}
+	for _, r := range routes {
+		if established[r.Peer] {
+			byPrefix[r.Prefix] = append(byPrefix[r.Prefix], r.Peer)
+		}
+	}
+	for p, peers := range byPrefix {
+		st.Announced = append(st.Announced, &ipamv1.AnnouncedAddress{Address: p.String(), Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: peers})
+	}
+	slices.SortFunc(st.Announced, func(a, b *ipamv1.AnnouncedAddress) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })
+	for _, s := range sessions {
+		bs := &ipamv1.BGPSessionStatus{
+			Peer: s.Peer, BfdUp: s.BFDUp, AdvertisedPrefixes: uint32(s.Advertised),
+			State: ipamv1.BGPSessionStatus_State(ipamv1.BGPSessionStatus_State_value["STATE_"+stateName(s.State)]),
+		}
+		if !s.Since.IsZero() {
+			bs.Since = timestamppb.New(s.Since)
+		}
+		st.Sessions = append(st.Sessions, bs)
+	}
+	return st
+}
+
+func stateName(s string) string {
+	switch s {
+	case bgp.StateOpenSent:
+		return "OPEN_SENT"
+	case bgp.StateOpenConfirm:
+		return "OPEN_CONFIRM"
+	}
+	return strings.ToUpper(s)
+}
