@@ -1,0 +1,139 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+// apiPeer translates a normalized PeerConfig into GoBGP's peer.
+func apiPeer(pc PeerConfig) *api.Peer {
+	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	if pc.Address.Is6() {
+		family = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+	}
+	afiSafi := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}
+	p := &api.Peer{
+		Conf: &api.PeerConf{
+			NeighborAddress: pc.Address.String(),
+			PeerAsn:         pc.PeerASN,
+			LocalAsn:        pc.MyASN,
+			AuthPassword:    pc.Password,
+			Description:     pc.Name,
+		},
+		Timers: &api.Timers{Config: &api.TimersConfig{
+			HoldTime:          uint64(pc.HoldTime / time.Second),
+			KeepaliveInterval: uint64(pc.KeepaliveTime / time.Second),
+			ConnectRetry:      uint64(pc.ConnectRetry / time.Second),
+			// After a reset (BFD down, a hard reset) GoBGP waits this
+			// long before reconnecting; its default is 30 s.
+			IdleHoldTimeAfterReset: 1,
+		}},
+		Transport: &api.Transport{RemotePort: uint32(pc.Port)},
+		AfiSafis:  []*api.AfiSafi{afiSafi},
+	}
+	if pc.SourceAddress.IsValid() {
+		p.Transport.LocalAddress = pc.SourceAddress.String()
+	}
+	if pc.EBGPMultihop {
+		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
+	}
+	if pc.GracefulRestart {
+		p.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(pc.RestartTime / time.Second)}
+		afiSafi.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+	}
+	if b := pc.BFD; b != nil {
+		p.Bfd = &api.BfdPeerConfig{
+			Enabled:                  true,
+			RequiredMinimumReceive:   uint32(b.RxInterval / time.Microsecond),
+			DesiredMinimumTxInterval: uint32(b.TxInterval / time.Microsecond),
+			DetectionMultiplier:      b.DetectMultiplier,
+		}
+	}
+	return p
+}
+
+// localPath is the one path the Speaker keeps for a prefix: origin IGP and
+// an unspecified next hop, which GoBGP replaces with the session's local
+// address when it sends the route. Attributes come from the export policy.
+func localPath(prefix netip.Prefix) (*apiutil.Path, error) {
+	nlri, err := bgp.NewIPAddrPrefix(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("nlri %s: %w", prefix, err)
+	}
+	origin := bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)
+	if prefix.Addr().Is4() {
+		nh, err := bgp.NewPathAttributeNextHop(netip.IPv4Unspecified())
+		if err != nil {
+			return nil, fmt.Errorf("next hop: %w", err)
+		}
+		return &apiutil.Path{Family: bgp.RF_IPv4_UC, Nlri: nlri, Attrs: []bgp.PathAttributeInterface{origin, nh}}, nil
+	}
+	mp, err := bgp.NewPathAttributeMpReachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: nlri}}, netip.IPv6Unspecified())
+	if err != nil {
+		return nil, fmt.Errorf("mp reach: %w", err)
+	}
+	return &apiutil.Path{Family: bgp.RF_IPv6_UC, Nlri: nlri, Attrs: []bgp.PathAttributeInterface{origin, mp}}, nil
+}
+
+// fsmStateName names a GoBGP session state the way SessionState does.
+func fsmStateName(s bgp.FSMState) string {
+	switch s {
+	case bgp.BGP_FSM_CONNECT:
+		return StateConnect
+	case bgp.BGP_FSM_ACTIVE:
+		return StateActive
+	case bgp.BGP_FSM_OPENSENT:
+		return StateOpenSent
+	case bgp.BGP_FSM_OPENCONFIRM:
+		return StateOpenConfirm
+	case bgp.BGP_FSM_ESTABLISHED:
+		return StateEstablished
+	default:
+		return StateIdle
+	}
+}
+
+func apiStateName(s api.PeerState_SessionState) string {
+	switch s {
+	case api.PeerState_SESSION_STATE_CONNECT:
+		return StateConnect
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		return StateActive
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		return StateOpenSent
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		return StateOpenConfirm
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return StateEstablished
+	default:
+		return StateIdle
+	}
+}
+
+// levelHandler drops GoBGP's records below a level (GoBGP logs every
+// configuration step at info), and all of them while mute is set.
+type levelHandler struct {
+	min  slog.Leveler
+	mute *atomic.Bool
+	slog.Handler
+}
+
+func (h levelHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !h.mute.Load() && l >= h.min.Level() && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return levelHandler{h.min, h.mute, h.Handler.WithAttrs(as)}
+}
+
+func (h levelHandler) WithGroup(name string) slog.Handler {
+	return levelHandler{h.min, h.mute, h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,216 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+)
+
+// collector is a plain GoBGP server on a loopback address that accepts
+// everything, standing in for a router in tests that need no root.
+type collector struct {
+	srv  *server.BgpServer
+	addr netip.Addr
+	port uint16
+}
+
+// seen is what a collector holds for one prefix.
+type seen struct {
+	Communities []string
+	Large       []string
+	LocalPref   uint32
+}
+
+func freePort(t *testing.T, a netip.Addr) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+	if err != nil {
+		t.Skipf("SKIPPED: cannot listen on %s: %v", a, err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+func startCollector(t *testing.T, a string, asn, speakerASN uint32) *collector {
+	t.Helper()
+	c := &collector{addr: addr(a)}
+	c.port = freePort(t, c.addr)
+	c.srv = server.NewBgpServer(server.LoggerOption(slog.New(slog.DiscardHandler), nil))
+	done := make(chan struct{})
+	go func() { defer close(done); c.srv.Serve() }()
+	t.Cleanup(func() { c.srv.Stop(); <-done })
+	ctx := context.Background()
+	if err := c.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: asn, RouterId: a, ListenPort: int32(c.port), ListenAddresses: []string{a},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: "127.0.0.1", PeerAsn: speakerASN},
+		Transport: &api.Transport{PassiveMode: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *collector) rib(t *testing.T) map[netip.Prefix]seen {
+	t.Helper()
+	out := map[netip.Prefix]seen{}
+	err := c.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgp.RF_IPv4_UC},
+		func(n bgp.NLRI, paths []*apiutil.Path) {
+			for _, p := range paths {
+				var s seen
+				for _, a := range p.Attrs {
+					switch a := a.(type) {
+					case *bgp.PathAttributeCommunities:
+						for _, v := range a.Value {
+							s.Communities = append(s.Communities, communityString(v))
+						}
+					case *bgp.PathAttributeLargeCommunities:
+						for _, v := range a.Values {
+							s.Large = append(s.Large, fmt.Sprintf("%d:%d:%d", v.ASN, v.LocalData1, v.LocalData2))
+						}
+					case *bgp.PathAttributeLocalPref:
+						s.LocalPref = a.Value
+					}
+				}
+				slices.Sort(s.Communities)
+				slices.Sort(s.Large)
+				out[prefix(n.String())] = s
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond until it returns nil or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLoopbackPerPeerAttributes runs the Speaker in-process against two
+// GoBGP collectors on loopback addresses (no root needed): the same prefix
+// reaches two peers with different attributes, a route reaches only its
+// peer, changes re-send or withdraw per peer, and removal withdraws.
+func TestLoopbackPerPeerAttributes(t *testing.T) {
+	ebgp := startCollector(t, "127.0.0.2", 64500, 64501)
+	ibgp := startCollector(t, "127.0.0.3", 64501, 64501)
+	sp := New(slog.New(slog.DiscardHandler), Options{RouterID: addr("192.0.2.11"), PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- sp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-runErr
+	})
+
+	peers := []PeerConfig{
+		{Name: "e", MyASN: 64501, PeerASN: 64500, Address: ebgp.addr, Port: ebgp.port, SourceAddress: addr("127.0.0.1")},
+		{Name: "i", MyASN: 64501, PeerASN: 64501, Address: ibgp.addr, Port: ibgp.port, SourceAddress: addr("127.0.0.1")},
+	}
+	p1, p2 := prefix("203.0.113.1/32"), prefix("203.0.113.2/32")
+	c := func(a, b uint32) uint32 { return a<<16 | b }
+	steps := []struct {
+		name           string
+		routes         []Route
+		wantE, wantI   map[netip.Prefix]seen
+		wantAdvertised map[string]int
+	}{
+		{
+			name: "one prefix, two attribute sets; one prefix for one peer",
+			routes: []Route{
+				{Prefix: p1, Peer: "e", Communities: []uint32{c(65000, 1)}, LargeCommunities: [][3]uint32{{64501, 1, 1}}},
+				{Prefix: p1, Peer: "i", Communities: []uint32{c(65000, 2)}, LocalPref: 200},
+				{Prefix: p2, Peer: "e"},
+			},
+			wantE: map[netip.Prefix]seen{
+				p1: {Communities: []string{"65000:1"}, Large: []string{"64501:1:1"}},
+				p2: {},
+			},
+			wantI:          map[netip.Prefix]seen{p1: {Communities: []string{"65000:2"}, LocalPref: 200}},
+			wantAdvertised: map[string]int{"e": 2, "i": 1},
+		},
+		{
+			name: "attributes change for one peer, prefix moves between peers",
+			routes: []Route{
+				{Prefix: p1, Peer: "e", Communities: []uint32{c(65000, 3)}},
+				{Prefix: p2, Peer: "i"},
+			},
+			wantE:          map[netip.Prefix]seen{p1: {Communities: []string{"65000:3"}}},
+			wantI:          map[netip.Prefix]seen{p2: {LocalPref: 100}},
+			wantAdvertised: map[string]int{"e": 1, "i": 1},
+		},
+		{
+			name:           "everything withdrawn",
+			wantE:          map[netip.Prefix]seen{},
+			wantI:          map[netip.Prefix]seen{},
+			wantAdvertised: map[string]int{"e": 0, "i": 0},
+		},
+	}
+	for _, st := range steps {
+		// Twice: Apply is idempotent.
+		for range 2 {
+			if err := sp.Apply(ctx, peers, st.routes); err != nil {
+				t.Fatalf("%s: apply: %v", st.name, err)
+			}
+		}
+		eventually(t, 20*time.Second, func() error {
+			if diff := cmp.Diff(st.wantE, ebgp.rib(t)); diff != "" {
+				return fmt.Errorf("%s: eBGP collector (-want +got):\n%s", st.name, diff)
+			}
+			if diff := cmp.Diff(st.wantI, ibgp.rib(t)); diff != "" {
+				return fmt.Errorf("%s: iBGP collector (-want +got):\n%s", st.name, diff)
+			}
+			got := map[string]int{}
+			for _, s := range sp.Sessions() {
+				if s.State != StateEstablished {
+					return fmt.Errorf("%s: session %s is %s", st.name, s.Peer, s.State)
+				}
+				got[s.Peer] = s.Advertised
+			}
+			if diff := cmp.Diff(st.wantAdvertised, got); diff != "" {
+				return fmt.Errorf("%s: advertised counts (-want +got):\n%s", st.name, diff)
+			}
+			return nil
+		})
+	}
+	if n, err := sp.Learned(ctx); err != nil || n != 0 {
+		t.Errorf("Learned = %d, %v; want 0", n, err)
+	}
+	cancel()
+	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+	runErr <- nil // for the cleanup
+	for _, s := range sp.Sessions() {
+		if s.State != StateIdle {
+			t.Errorf("after Run: %s is %s", s.Peer, s.State)
+		}
+	}
+}
