@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
+	"golang.org/x/net/ipv6"
 )
 
 // link serves one interface: an ARP socket, a neighbor-solicitation socket,
@@ -24,8 +26,14 @@ type link struct {
 	mac   net.HardwareAddr
 	arp   *packet.Conn
 	nd    *packet.Conn
+	// mld holds IPv6 multicast memberships so that the kernel sends MLD
+	// reports for the solicited-node groups: switches (and Linux bridges)
+	// that snoop MLD forward a group's solicitations only to ports that
+	// reported it. It never carries traffic. Nil when the node has no IPv6.
+	mld *ipv6.PacketConn
+	ifi net.Interface
 
-	groups map[string]struct{} // joined multicast MACs; Run's goroutine only
+	groups map[string]netip.Addr // joined groups by multicast MAC; Run's goroutine only
 
 	closing  atomic.Bool
 	broken   atomic.Bool
@@ -63,14 +71,21 @@ func openLink(r *Responder, ifi net.Interface) (*link, error) {
 	}
 	l := &link{
 		r:        r,
+		ifi:      ifi,
 		name:     ifi.Name,
 		index:    ifi.Index,
 		mac:      ifi.HardwareAddr,
 		arp:      arpConn,
 		nd:       ndConn,
-		groups:   make(map[string]struct{}),
+		groups:   make(map[string]netip.Addr),
 		stop:     make(chan struct{}),
 		announce: make(chan struct{}, 1),
+	}
+	if c, err := net.ListenPacket("udp6", "[::]:0"); err != nil {
+		r.log.Warn("no IPv6 socket for MLD reports; solicitations may not reach this node through MLD-snooping switches",
+			"interface", ifi.Name, "err", err)
+	} else {
+		l.mld = ipv6.NewPacketConn(c)
 	}
 	l.wg.Go(func() { l.read(l.arp, answerARP) })
 	l.wg.Go(func() { l.read(l.nd, answerNS) })
@@ -89,6 +104,9 @@ func (l *link) close() {
 	close(l.stop)
 	_ = l.arp.Close()
 	_ = l.nd.Close()
+	if l.mld != nil {
+		_ = l.mld.Close()
+	}
 	l.wg.Wait()
 }
 
@@ -235,9 +253,16 @@ func (l *link) announceOne(addr netip.Addr) {
 }
 
 // syncGroups joins the solicited-node multicast groups of the IPv6
-// addresses in addrs and leaves the others.
+// addresses in addrs and leaves the others: on the packet socket (the
+// interface's multicast filter) and, when it can, on the MLD socket (reports
+// to snooping switches). Only the packet socket's membership is required;
+// an MLD failure is logged once per group.
 func (l *link) syncGroups(addrs map[netip.Addr]struct{}) error {
-	want := make(map[string]net.HardwareAddr)
+	type group struct {
+		mac net.HardwareAddr
+		ip  netip.Addr
+	}
+	want := make(map[string]group)
 	for a := range addrs {
 		if !a.Is6() {
 			continue
@@ -246,25 +271,39 @@ func (l *link) syncGroups(addrs map[netip.Addr]struct{}) error {
 		if err != nil {
 			return err
 		}
-		want[string(mac)] = mac
+		snm, err := ndp.SolicitedNodeMulticast(a)
+		if err != nil {
+			return fmt.Errorf("solicited-node group of %s: %w", a, err)
+		}
+		want[string(mac)] = group{mac, snm}
 	}
 	var errs []error
-	for k, mac := range want {
+	for k, g := range want {
 		if _, ok := l.groups[k]; ok {
 			continue
 		}
-		if err := l.nd.JoinGroup(mac); err != nil {
-			errs = append(errs, fmt.Errorf("join %s on %s: %w", mac, l.name, err))
+		if err := l.nd.JoinGroup(g.mac); err != nil {
+			errs = append(errs, fmt.Errorf("join %s on %s: %w", g.mac, l.name, err))
 			continue
 		}
-		l.groups[k] = struct{}{}
+		l.groups[k] = g.ip
+		if l.mld != nil {
+			if err := l.mld.JoinGroup(&l.ifi, &net.UDPAddr{IP: g.ip.AsSlice()}); err != nil {
+				l.r.log.Warn("cannot join solicited-node group for MLD reports",
+					"interface", l.name, "group", g.ip, "err", err)
+			}
+		}
 	}
-	for k := range l.groups {
+	for k, ip := range l.groups {
 		if _, ok := want[k]; ok {
 			continue
 		}
-		if err := l.nd.LeaveGroup(net.HardwareAddr(k)); err != nil {
-			errs = append(errs, fmt.Errorf("leave %s on %s: %w", net.HardwareAddr(k), l.name, err))
+		mac := net.HardwareAddr(k)
+		if err := l.nd.LeaveGroup(mac); err != nil {
+			errs = append(errs, fmt.Errorf("leave %s on %s: %w", mac, l.name, err))
+		}
+		if l.mld != nil {
+			_ = l.mld.LeaveGroup(&l.ifi, &net.UDPAddr{IP: ip.AsSlice()}) // not joined if the join failed
 		}
 		delete(l.groups, k)
 	}
