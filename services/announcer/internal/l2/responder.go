@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,7 +230,7 @@ func newPlan(desired map[string][]netip.Addr) (plan, error) {
 	p := make(plan, len(desired))
 	var errs []error
 	for name, addrs := range desired {
-		if name == "" || len(name) >= 16 || bytes.ContainsAny([]byte(name), "/ \t\n:") {
+		if name == "" || len(name) >= 16 || strings.ContainsAny(name, "/ \t\n:") {
 			errs = append(errs, fmt.Errorf("interface name %q: %w", name, ErrInvalid))
 			continue
 		}

@@ -158,7 +158,7 @@ func (l *Lab) WatchNeigh() (updates <-chan netlink.NeighUpdate, stop func(), err
 	if err != nil {
 		return nil, nil, fmt.Errorf("open client namespace: %w", err)
 	}
-	defer nsh.Close()
+	defer func() { _ = nsh.Close() }()
 	ch := make(chan netlink.NeighUpdate, 1024)
 	done := make(chan struct{})
 	closing := make(chan struct{})

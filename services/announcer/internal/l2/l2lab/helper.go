@@ -160,7 +160,10 @@ func (l *Lab) StartResponder(ns string) (*Responder, error) {
 
 	if line, err := h.read(30 * time.Second); err != nil || line != "ready" {
 		h.Kill()
-		return nil, fmt.Errorf("helper in %s did not start: %q, %v", ns, line, err)
+		if err == nil {
+			err = fmt.Errorf("said %q", line)
+		}
+		return nil, fmt.Errorf("helper in %s did not start: %w", ns, err)
 	}
 	return h, nil
 }
@@ -170,7 +173,10 @@ func (h *Responder) read(timeout time.Duration) (string, error) {
 	case line, ok := <-h.lines:
 		if !ok {
 			<-h.exit
-			return "", fmt.Errorf("helper pid %d exited: %v", h.PID, h.err)
+			if h.err != nil {
+				return "", fmt.Errorf("helper pid %d exited: %w", h.PID, h.err)
+			}
+			return "", fmt.Errorf("helper pid %d exited", h.PID)
 		}
 		return line, nil
 	case <-time.After(timeout):

@@ -241,7 +241,7 @@ func (l *Lab) handle(ns string) (*netlink.Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open namespace %s: %w", ns, err)
 	}
-	defer nsh.Close()
+	defer func() { _ = nsh.Close() }()
 	h, err := netlink.NewHandleAt(nsh)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
@@ -342,7 +342,7 @@ func (l *Lab) WaitNeigh(ctx context.Context, dev string, addr netip.Addr, mac ne
 		}
 		select {
 		case <-ctx.Done():
-			return n, fmt.Errorf("client's entry for %s is %v (%v), want %s: %w", addr, n.MAC, err, mac, ctx.Err())
+			return n, fmt.Errorf("client's entry for %s is %v, want %s: %w", addr, n.MAC, mac, errors.Join(ctx.Err(), err))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
