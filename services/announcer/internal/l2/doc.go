@@ -6,7 +6,8 @@
 // It owns the announcer's layer 2 wire work and is the only Beacon package
 // that imports github.com/mdlayher/*. Only the announcer's reconciler (the
 // code that turns a plan from the IPAM into a desired set of addresses per
-// interface) should import it; it knows nothing of plans, nodes or gRPC.
+// interface) should import it, and its test support l2lab; it knows nothing
+// of plans, nodes or gRPC.
 //
 // # How it listens
 //
@@ -18,6 +19,17 @@
 // configured on the interface: not for IPv4 (arp.Dial would need one, so this
 // package uses the arp package's packet types but not its Client) and not for
 // IPv6.
+//
+// # Interfaces come and go
+//
+// Run keeps an interface's sockets open while the interface exists and is up
+// with carrier. A socket that fails (the interface went down or was deleted)
+// ends its reader; Run then closes the interface's sockets and opens new
+// ones when the interface is usable again, with the same name (a new index
+// or MAC is fine), and announces its addresses anew. Run learns of changes
+// from the kernel's link notifications (netlink) and re-checks every
+// Options.CheckInterval in case it misses one; calling Set again also makes
+// it re-check at once.
 //
 // # The IPv6 NUD pitfall, and why AF_PACKET
 //
@@ -36,9 +48,13 @@
 // address as their IPv6 source, which ndisc6 requires, without the kernel's
 // source-address checks.
 //
-// Solicited-node multicast groups are joined on the packet socket
-// (PACKET_ADD_MEMBERSHIP) so that NICs that filter multicast in hardware pass
-// the solicitations up.
+// Each address's solicited-node multicast group is joined twice: on the
+// packet socket (PACKET_ADD_MEMBERSHIP), so that NICs that filter multicast
+// in hardware pass its solicitations up, and on an otherwise unused UDP
+// socket (IPV6_JOIN_GROUP), so that the kernel sends MLD reports and
+// MLD-snooping switches forward the group to this node. The second needs
+// IPv6 enabled on the interface; without it a warning is logged and the
+// responder still works on switches that flood.
 //
 // # Failover
 //
