@@ -85,6 +85,12 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fmt.Fprintln(log, "== planner (testing.Benchmark)")
+	plans, err := planBench(log)
+	if err != nil {
+		return nil, err
+	}
+	free = append(free, plans...)
 
 	env, err := startEtcd(ctx)
 	if err != nil {
@@ -144,10 +150,16 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 			rows = append(rows, tableRow{t.name, c, s})
 		}
 	}
+	fmt.Fprintln(log, "== fan-out to 1,000 subscribed announcers")
+	fan, err := fanout(ctx, env.client, log)
+	if err != nil {
+		return nil, err
+	}
 	logLoad(log, "end")
 	fmt.Fprintln(log, "== results")
 	writeTable(log, rows)
-	return append(loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"]), free...), nil
+	figs = append(loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"]), free...)
+	return append(figs, fan...), nil
 }
 
 // logLoad logs the machine's load average, which explains noisy figures

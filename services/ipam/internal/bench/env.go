@@ -15,7 +15,9 @@ import (
 	// needs it.
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
@@ -151,7 +153,7 @@ func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logg
 	if _, err := pools.CreatePool(ctx, &ipamv1.CreatePoolRequest{
 		PoolId: benchPool,
 		Pool:   &ipamv1.Pool{Description: "ipam-bench", Ranges: []string{benchRange}},
-	}); err != nil {
+	}); err != nil && status.Code(err) != codes.AlreadyExists { // a second replica on the same etcd
 		return nil, errors.Join(fmt.Errorf("create pool: %w", err), stop())
 	}
 	return n, nil
