@@ -6,8 +6,8 @@
 // It owns the announcer's layer 2 wire work and is the only Beacon package
 // that imports github.com/mdlayher/*. Only the announcer's reconciler (the
 // code that turns a plan from the IPAM into a desired set of addresses per
-// interface) should import it, and its test support l2lab; it knows nothing
-// of plans, nodes or gRPC.
+// interface) and the test-support package l2lab should import it; it knows
+// nothing of plans, nodes or gRPC.
 //
 // # How it listens
 //
