@@ -122,8 +122,10 @@ func (c *Client) Run(ctx context.Context) error {
 			backoff = 50 * time.Millisecond
 			c.publish(Update{Plan: p})
 		})
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		default:
 		}
 		if cutOff.IsZero() {
 			cutOff = time.Now()
