@@ -1,0 +1,145 @@
+package ipamclient
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// fakeIPAM serves Subscribe: it sends a snapshot, then whatever the test
+// pushes, and records heartbeats and status.
+type fakeIPAM struct {
+	ipamv1.UnimplementedAnnouncerServiceServer
+	push   chan *ipamv1.SubscribeResponse
+	hellos chan *ipamv1.SubscribeHello
+	status chan *ipamv1.AnnouncerStatus
+}
+
+func (f *fakeIPAM) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
+	m, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	f.hellos <- m.GetHello()
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if st := m.GetStatus(); st != nil {
+				f.status <- st
+			}
+		}
+	}()
+	if err := stream.Send(&ipamv1.SubscribeResponse{Body: &ipamv1.SubscribeResponse_Snapshot{Snapshot: &ipamv1.Plan{
+		L2Addresses: []*ipamv1.PlanL2Address{{Address: "192.0.2.100"}},
+	}}}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case r, ok := <-f.push:
+			if !ok {
+				return nil // end the session
+			}
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func serve(t *testing.T) (*fakeIPAM, *grpc.ClientConn, func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeIPAM{push: make(chan *ipamv1.SubscribeResponse, 4), hellos: make(chan *ipamv1.SubscribeHello, 4), status: make(chan *ipamv1.AnnouncerStatus, 16)}
+	gs := grpc.NewServer()
+	ipamv1.RegisterAnnouncerServiceServer(gs, f)
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return f, conn, gs.Stop
+}
+
+func next(t *testing.T, c *Client) Update {
+	t.Helper()
+	select {
+	case u := <-c.Updates():
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update")
+	}
+	return Update{}
+}
+
+func TestSnapshotChangesReconnectAndGrace(t *testing.T) {
+	f1, c1, stop1 := serve(t)
+	f2, c2, stop2 := serve(t)
+	c := New([]grpc.ClientConnInterface{c1, c2}, Identity{Tenant: "c1", Node: "n1"}, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{Grace: 300 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+
+	if h := <-f1.hellos; h.GetParent() != "tenants/c1" || h.GetNode() != "n1" {
+		t.Fatalf("hello = %v", h)
+	}
+	vip := netip.MustParseAddr("192.0.2.100")
+	if u := next(t, c); u.Lost || u.Plan.L2[vip] == nil && len(u.Plan.L2) != 1 {
+		t.Fatalf("first update = %+v", u)
+	}
+	f1.push <- &ipamv1.SubscribeResponse{Body: &ipamv1.SubscribeResponse_Change{Change: &ipamv1.PlanChange{
+		UpsertL2Addresses: []*ipamv1.PlanL2Address{{Address: "192.0.2.101", Interfaces: []string{"eth0"}}},
+		RemoveL2Addresses: []string{"192.0.2.100"},
+	}}}
+	u := next(t, c)
+	if _, ok := u.Plan.L2[vip]; ok || len(u.Plan.L2) != 1 {
+		t.Fatalf("change not applied: %v", u.Plan.L2)
+	}
+	c.SetStatus(&ipamv1.AnnouncerStatus{Announced: []*ipamv1.AnnouncedAddress{{Address: "192.0.2.101"}}})
+	select {
+	case st := <-f1.status:
+		if st.GetAnnounced()[0].GetAddress() != "192.0.2.101" {
+			t.Fatalf("status = %v", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("status not sent")
+	}
+
+	// The first IPAM goes away: the client resumes with the second.
+	stop1()
+	<-f2.hellos
+	if u := next(t, c); u.Lost {
+		t.Fatalf("lost while a replica answers: %+v", u)
+	}
+	// Every IPAM gone for longer than the grace period: Lost.
+	stop2()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case u := <-c.Updates():
+			if u.Lost {
+				return
+			}
+		case <-deadline:
+			t.Fatal("never reported lost")
+		}
+	}
+}
