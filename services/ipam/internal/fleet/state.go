@@ -286,3 +286,14 @@ func (s *State) AnnouncementsOf(tenant string, addrs []string) []Announcement {
 	slices.SortFunc(out, func(x, y Announcement) int { return strings.Compare(x.Node, y.Node) })
 	return out
 }
+
+// Warnings returns the planner's warnings about a tenant's announcement
+// config, by resource ("l2Advertisements/x", "bgpPeers/y", ...).
+func (s *State) Warnings(tenant string) map[string][]planner.Warning {
+	in, _ := s.Input(tenant)
+	out := map[string][]planner.Warning{}
+	for _, w := range planner.Check(in) {
+		out[w.Resource] = append(out[w.Resource], w)
+	}
+	return out
+}

@@ -108,6 +108,18 @@ func TestAnnouncementConfigCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The advertisement names a pool that does not exist: flagged, not
+	// refused (as soon as the replica's view has seen it).
+	var got *ipamv1.GetL2AdvertisementResponse
+	waitFor(t, "a warning condition", func() bool {
+		got, err = ann.GetL2Advertisement(ctx, &ipamv1.GetL2AdvertisementRequest{Name: l2.GetL2Advertisement().GetName()})
+		return err == nil && len(got.GetL2Advertisement().GetConditions()) > 0
+	})
+	if c := got.GetL2Advertisement().GetConditions(); c[0].GetStatus() {
+		t.Fatalf("no warning condition for an unknown pool: %v", c)
+	} else {
+		t.Logf("condition: %s: %s", c[0].GetReason(), c[0].GetMessage())
+	}
 	list, err := ann.ListL2Advertisements(ctx, &ipamv1.ListL2AdvertisementsRequest{Parent: "tenants/-"})
 	if err != nil || len(list.GetL2Advertisements()) != 1 || list.GetL2Advertisements()[0].GetName() != l2.GetL2Advertisement().GetName() {
 		t.Fatalf("list = %v, %v", list, err)

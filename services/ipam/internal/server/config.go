@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -42,6 +43,28 @@ type configKind[P proto.Message, D any] struct {
 	// whether one does.
 	users ipam.Kind
 	inUse func(id string) func(user any) bool
+}
+
+// withConditions sets the conditions field of a config resource, if it has
+// one, from the planner's warnings about it: each warning becomes a
+// condition of type "Ready" with status false.
+func (s *Server) withConditions(m proto.Message, tenant, collection, id string) {
+	if s.fleet == nil {
+		return
+	}
+	fd := m.ProtoReflect().Descriptor().Fields().ByName("conditions")
+	if fd == nil {
+		return
+	}
+	ws := s.fleet.Warnings(tenant)[collection+"/"+id]
+	if len(ws) == 0 {
+		return
+	}
+	list := m.ProtoReflect().Mutable(fd).List()
+	for _, w := range ws {
+		c := &ipamv1.Condition{Type: "Ready", Status: false, Reason: w.Reason, Message: w.Message}
+		list.Append(protoreflect.ValueOfMessage(c.ProtoReflect()))
+	}
 }
 
 // parseConfigName returns the tenant and ID of
@@ -105,7 +128,9 @@ func configGet[P proto.Message, D any](ctx context.Context, s *Server, k *config
 	if err != nil {
 		return zero, toStatus(ctx, s.logger, method, err)
 	}
-	return k.to(res.Value.(D), res.Rev), nil
+	out := k.to(res.Value.(D), res.Rev)
+	s.withConditions(out, tenant, k.collection, id)
+	return out, nil
 }
 
 func configList[P proto.Message, D any](ctx context.Context, s *Server, k *configKind[P, D], method, parent string, size int32, token string) ([]P, string, error) {
@@ -127,7 +152,10 @@ func configList[P proto.Message, D any](ctx context.Context, s *Server, k *confi
 	}
 	out := make([]P, 0, len(page.Items))
 	for _, ev := range page.Items {
-		out = append(out, k.to(ev.Value.(D), ev.Rev))
+		p := k.to(ev.Value.(D), ev.Rev)
+		t, id, _ := strings.Cut(ev.Ref.ID, "/")
+		s.withConditions(p, t, k.collection, id)
+		out = append(out, p)
 	}
 	next := ""
 	if page.More && len(page.Items) > 0 {
