@@ -68,6 +68,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	responder := l2.New(logger, l2.Options{})
 	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
 	rec := reconcile.New(responder, speaker, client, logger)
+	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 
 	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
 	if err := ops.Listen(ctx); err != nil {
