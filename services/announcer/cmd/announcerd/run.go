@@ -114,6 +114,9 @@ func firstIPv4(itfs []links.Interface) netip.Addr {
 // is given, keepalives that notice a dead IPAM quickly.
 func dialOptions(cfg config) ([]grpc.DialOption, error) {
 	opts := []grpc.DialOption{grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true})}
+	if cfg.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: cfg.Token, tls: cfg.TLSCA != ""}))
+	}
 	if cfg.TLSCA == "" {
 		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
 	}
@@ -135,3 +138,17 @@ func dialOptions(cfg config) ([]grpc.DialOption, error) {
 	}
 	return append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc))), nil
 }
+
+// bearer sends a token as "authorization: Bearer TOKEN" on every call.
+type bearer struct {
+	token string
+	tls   bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+// RequireTransportSecurity is false only so a lab without TLS works; the
+// gateway refuses tokens over plaintext from anywhere but loopback.
+func (b bearer) RequireTransportSecurity() bool { return b.tls }
