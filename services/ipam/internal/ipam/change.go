@@ -24,6 +24,9 @@ const (
 	KindL2Owner
 	// KindDrain marks a node drained.
 	KindDrain
+	KindTenant
+	KindToken
+	KindTokenHash
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

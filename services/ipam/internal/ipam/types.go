@@ -210,3 +210,42 @@ type RequestRecord struct {
 	// Result is the encoded response, opaque to this package.
 	Result []byte `json:"result"`
 }
+
+// Tenant is the resource of a tenant: its quota.
+type Tenant struct {
+	ID           string    `json:"id"`
+	UID          string    `json:"uid"`
+	DisplayName  string    `json:"displayName,omitempty"`
+	MaxAddresses uint64    `json:"maxAddresses,omitempty"`
+	CreateTime   time.Time `json:"createTime"`
+	UpdateTime   time.Time `json:"updateTime"`
+}
+
+// Role is what a token's holder may do.
+type Role uint8
+
+// The roles, numbered as in the API.
+const (
+	RoleUnspecified Role = iota
+	RoleAdmin
+	RoleTenant
+	RoleAnnouncer
+	RoleViewer
+)
+
+// Token is a bearer credential; only the SHA-256 of its secret is kept.
+type Token struct {
+	ID          string    `json:"id"`
+	UID         string    `json:"uid"`
+	Description string    `json:"description,omitempty"`
+	Role        Role      `json:"role"`
+	Tenant      string    `json:"tenant,omitempty"`
+	ExpireTime  time.Time `json:"expireTime,omitzero"`
+	CreateTime  time.Time `json:"createTime"`
+	Hash        string    `json:"hash"`
+}
+
+// TokenHash finds a token by the hash of its secret.
+type TokenHash struct {
+	Token string `json:"token"`
+}

@@ -39,6 +39,12 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindL2Owner
 	case *ipam.Drain:
 		ok = k == ipam.KindDrain
+	case *ipam.Tenant:
+		ok = k == ipam.KindTenant
+	case *ipam.Token:
+		ok = k == ipam.KindToken
+	case *ipam.TokenHash:
+		ok = k == ipam.KindTokenHash
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
@@ -82,6 +88,12 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.L2Owner)
 	case ipam.KindDrain:
 		v = new(ipam.Drain)
+	case ipam.KindTenant:
+		v = new(ipam.Tenant)
+	case ipam.KindToken:
+		v = new(ipam.Token)
+	case ipam.KindTokenHash:
+		v = new(ipam.TokenHash)
 	default:
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}

@@ -27,6 +27,9 @@ const (
 	nodesPrefix  = statePrefix + "nodes/"
 	ownersPrefix = statePrefix + "l2owners/"
 	drainsPrefix = statePrefix + "drains/"
+	tenantPrefix = statePrefix + "tenants/"
+	tokenPrefix  = statePrefix + "tokens/"
+	hashPrefix   = statePrefix + "tokenhashes/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -60,6 +63,12 @@ func kindPrefix(k ipam.Kind) string {
 		return ownersPrefix
 	case ipam.KindDrain:
 		return drainsPrefix
+	case ipam.KindTenant:
+		return tenantPrefix
+	case ipam.KindToken:
+		return tokenPrefix
+	case ipam.KindTokenHash:
+		return hashPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -106,6 +115,9 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindNode, nodesPrefix},
 		{ipam.KindL2Owner, ownersPrefix},
 		{ipam.KindDrain, drainsPrefix},
+		{ipam.KindTenant, tenantPrefix},
+		{ipam.KindToken, tokenPrefix},
+		{ipam.KindTokenHash, hashPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true
