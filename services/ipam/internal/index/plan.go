@@ -279,8 +279,13 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 			return ipam.Refuse(ipam.ErrNotAllowed, "no pool serves tenant %q and this owner", a.Tenant)
 		}
 	}
+	offered := false // some candidate has the families asked for, or is empty
 	for _, p := range candidates {
-		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
+		choices := ipam.FamilyChoices(a, p.hasFamily)
+		if len(choices) > 0 || !p.hasFamily(ipam.IPv4) && !p.hasFamily(ipam.IPv6) {
+			offered = true
+		}
+		for _, fams := range choices {
 			addrs, ok := b.pick(p, a, fams)
 			if !ok {
 				continue
@@ -304,7 +309,22 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 			}
 		}
 	}
+	if !offered {
+		// Not a matter of waiting for addresses to be released.
+		return ipam.Refuse(ipam.ErrNotAllowed, "no candidate pool has %s addresses", wantedFamilies(a))
+	}
 	return ipam.Refuse(ipam.ErrPoolExhausted, "no free address for owner %q in %d candidate pool(s)", a.Owner, len(candidates))
+}
+
+// wantedFamilies describes the families an allocation cannot do without.
+func wantedFamilies(a *ipam.Allocation) string {
+	switch {
+	case a.FamilyPolicy == ipam.RequireDualStack:
+		return "both IPv4 and IPv6"
+	case len(a.Families) > 0:
+		return a.Families[0].String()
+	}
+	return "any"
 }
 
 // pick chooses one address per family in pool p, or reports none.

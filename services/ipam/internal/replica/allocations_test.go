@@ -202,6 +202,11 @@ func TestAllocateFamilies(t *testing.T) {
 		{"require dual-stack, IPv6 primary", "fam", &ipamv1.Allocation{IpFamilyPolicy: requireDual, IpFamilies: []ipamv1.IPFamily{fam6, fam4}}, []string{"2001:db8:22::2", "198.51.100.51"}, codes.OK, ""},
 		{"prefer dual-stack from a dual-stack pool", "fam", &ipamv1.Allocation{IpFamilyPolicy: preferDual}, []string{"198.51.100.52", "2001:db8:22::3"}, codes.OK, ""},
 		{"prefer dual-stack falls back to IPv4", "fam4", &ipamv1.Allocation{IpFamilyPolicy: preferDual}, []string{"198.51.100.56"}, codes.OK, ""},
+		// Refusals that no release could ever lift are not "exhausted".
+		{"prefer dual-stack with IPv6 first needs IPv6", "fam4", &ipamv1.Allocation{IpFamilyPolicy: preferDual, IpFamilies: []ipamv1.IPFamily{fam6}}, nil, codes.FailedPrecondition, "no candidate pool has IPv6 addresses"},
+		{"require dual-stack from IPv4-only pools", "fam4", &ipamv1.Allocation{IpFamilyPolicy: requireDual}, nil, codes.FailedPrecondition, "no candidate pool has both IPv4 and IPv6 addresses"},
+		{"IPv6 from IPv4-only pools", "fam4", &ipamv1.Allocation{IpFamilies: []ipamv1.IPFamily{fam6}}, nil, codes.FailedPrecondition, "no candidate pool has IPv6 addresses"},
+		{"IPv6 from an IPv4-only pool by name", "fam4", &ipamv1.Allocation{IpFamilies: []ipamv1.IPFamily{fam6}, RequestedPool: "pools/fam-v4"}, nil, codes.FailedPrecondition, "no candidate pool has IPv6 addresses"},
 		{"IPv6 runs out: first", "famtight", &ipamv1.Allocation{IpFamilies: []ipamv1.IPFamily{fam6}}, []string{"2001:db8:23::"}, codes.OK, ""},
 		{"IPv6 runs out: second", "famtight", &ipamv1.Allocation{IpFamilies: []ipamv1.IPFamily{fam6}}, []string{"2001:db8:23::1"}, codes.OK, ""},
 		{"require dual-stack takes both or nothing", "famtight", &ipamv1.Allocation{IpFamilyPolicy: requireDual}, nil, codes.ResourceExhausted, ""},
