@@ -231,13 +231,19 @@ func (b *builder) requested(a *ipam.Allocation) error {
 }
 
 // admits checks that a pool may serve an allocation that names it (by name
-// or by address): tenant, and not being deleted.
+// or by address): tenant, policy, and not being deleted. Naming a pool
+// overrides auto_assign and priority, not whom its policy serves (as in
+// MetalLB, which refuses to assign an address of a pool whose
+// serviceAllocation does not match the Service).
 func (x *Index) admits(p *poolEntry, a *ipam.Allocation) error {
 	if p.pool.Deleting {
 		return ipam.Refuse(ipam.ErrNotAllowed, "pool %q is being deleted", p.pool.Name)
 	}
 	if !p.pool.AllowsTenant(a.Tenant) {
 		return ipam.Refuse(ipam.ErrNotAllowed, "tenant %q may not draw from pool %q", a.Tenant, p.pool.Name)
+	}
+	if !ipam.PolicyMatches(p.pool.Policy, a) {
+		return ipam.Refuse(ipam.ErrNotAllowed, "the allocation policy of pool %q does not serve this owner (namespace, namespace labels or owner labels)", p.pool.Name)
 	}
 	return nil
 }

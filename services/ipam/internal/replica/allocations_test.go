@@ -270,6 +270,7 @@ func TestPoolChoiceByPolicy(t *testing.T) {
 		{"fill priority 1 (4)", &ipamv1.Allocation{Namespace: "web"}, "prio-d-one"},
 		{"full priority pool falls through", &ipamv1.Allocation{Namespace: "web", OwnerLabels: gold}, "prio-c-two"},
 		{"full priority pool falls through to no policy", &ipamv1.Allocation{Namespace: "web"}, "prio-a-nopolicy"},
+		{"a matching owner may name a policy pool", &ipamv1.Allocation{OwnerLabels: gold, RequestedPool: "pools/prio-c-two"}, "prio-c-two"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
@@ -281,6 +282,23 @@ func TestPoolChoiceByPolicy(t *testing.T) {
 			if got.GetPool() != "pools/"+tc.pool {
 				t.Errorf("pool %s, want pools/%s", got.GetPool(), tc.pool)
 			}
+		})
+	}
+	// A policy says whom the pool serves, also to owners that name it or
+	// one of its addresses.
+	for _, tc := range []struct {
+		name string
+		req  *ipamv1.Allocation
+	}{
+		{"pool by name, namespace labels do not match", &ipamv1.Allocation{Namespace: "api", RequestedPool: "pools/prio-b-unset"}},
+		{"pool by name, no owner labels", &ipamv1.Allocation{RequestedPool: "pools/prio-c-two"}},
+		{"address, namespace labels do not match", &ipamv1.Allocation{Namespace: "api", RequestedAddresses: []string{"198.51.100.78"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Owner = "prio/" + t.Name()
+			_, err := allocate(ctxT(t), n, tenant, req)
+			wantStatus(t, err, codes.FailedPrecondition, "allocation policy of pool")
 		})
 	}
 }
