@@ -458,3 +458,31 @@ func TestAutoAssignOff(t *testing.T) {
 	diff(t, "by name", []string{"192.0.2.80"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "auto-x", RequestedPool: "pools/auto-manual"}))
 	diff(t, "by address", []string{"192.0.2.85"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "auto-y", RequestedAddresses: []string{"192.0.2.85"}}))
 }
+
+func TestPoolValidateOnly(t *testing.T) {
+	n := poolsNode(t)
+	resp, err := n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: "vo", ValidateOnly: true, Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.112/29"}, Tenants: []string{"vo"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetPool().GetName() != "pools/vo" {
+		t.Errorf("validated pool %v", resp.GetPool())
+	}
+	_, err = n.pools.GetPool(ctxT(t), &ipamv1.GetPoolRequest{Name: "pools/vo"})
+	wantStatus(t, err, codes.NotFound)
+
+	p := mustPool(t, n, "vo", &ipamv1.Pool{Ranges: []string{"192.0.2.112/29"}, Tenants: []string{"vo"}})
+	// Validation refuses what a real create would.
+	_, err = n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: "vo-2", ValidateOnly: true, Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.116/30"}, Tenants: []string{"vo"}}})
+	wantStatus(t, err, codes.FailedPrecondition, `overlaps pool "vo"`)
+	_, err = n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: "vo", ValidateOnly: true, Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.120/29"}, Tenants: []string{"vo"}}})
+	wantStatus(t, err, codes.AlreadyExists)
+	_, err = n.pools.UpdatePool(ctxT(t), &ipamv1.UpdatePoolRequest{
+		Pool: &ipamv1.Pool{Name: "pools/vo", Labels: map[string]string{"env": "prod"}}, ValidateOnly: true,
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "pool after a validate-only update", p, getPool(t, n, "vo"), protocmp.Transform())
+}
