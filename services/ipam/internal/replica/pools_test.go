@@ -59,6 +59,9 @@ func TestListPools(t *testing.T) {
 		{`tenant = "c1"`, []string{"pools/alpha", "pools/delta"}},
 		{`tenant = "c3"`, []string{"pools/charlie", "pools/delta"}},
 		{`labels.env = "prod" AND tenant = "c2"`, []string{"pools/charlie"}},
+		{`tenant = "c2" AND tenant = "c3"`, []string{"pools/charlie", "pools/delta"}},
+		{`tenant != "c1"`, []string{"pools/bravo", "pools/charlie"}},
+		{`tenant = "c2" AND tenant != "c3"`, []string{"pools/bravo"}},
 		{`labels.env = "test"`, nil},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {

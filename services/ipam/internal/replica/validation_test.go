@@ -147,6 +147,7 @@ func TestValidation(t *testing.T) {
 		{"list pools: page_token of another filter", listPools(&ipamv1.ListPoolsRequest{PageToken: otherToken, Filter: `labels.env = "prod"`}), []string{"page_token"}, ""},
 		{"list pools: unknown filter field", listPools(&ipamv1.ListPoolsRequest{Filter: `color = "red"`}), []string{"filter"}, ""},
 		{"list pools: filter syntax", listPools(&ipamv1.ListPoolsRequest{Filter: `labels.env = `}), []string{"filter"}, ""},
+		{"list pools: tenant with :*", listPools(&ipamv1.ListPoolsRequest{Filter: `tenant:*`}), []string{"filter"}, "tenant"},
 		{"list pools: filter with OR", listPools(&ipamv1.ListPoolsRequest{Filter: `tenant = "a" OR tenant = "b"`}), []string{"filter"}, ""},
 
 		// UpdatePool.
