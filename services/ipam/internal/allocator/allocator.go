@@ -75,6 +75,7 @@ type replay struct {
 	Created     bool         `json:"created,omitempty"`
 	Addrs       []netip.Addr `json:"addrs,omitempty"`
 	HoldExpires time.Time    `json:"holdExpires,omitzero"`
+	Released    int          `json:"released,omitempty"`
 }
 
 // Result is the outcome of a write.

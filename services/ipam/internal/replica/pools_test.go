@@ -462,6 +462,39 @@ func TestAutoAssignOff(t *testing.T) {
 	diff(t, "by address", []string{"192.0.2.85"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "auto-y", RequestedAddresses: []string{"192.0.2.85"}}))
 }
 
+func TestPoolRequestID(t *testing.T) {
+	n := poolsNode(t)
+	const tenant = "poolreq"
+	create := &ipamv1.CreatePoolRequest{PoolId: "poolreq", RequestId: "create-1", Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.96/29"}, Tenants: []string{tenant}}}
+	first, err := n.pools.CreatePool(ctxT(t), create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := n.pools.CreatePool(ctxT(t), create)
+	if err != nil {
+		t.Fatalf("retried create: %v", err)
+	}
+	diff(t, "retried create", first.GetPool(), again.GetPool(), protocmp.Transform())
+	_, err = n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: "poolreq-2", RequestId: "create-1", Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.104/29"}, Tenants: []string{tenant}}})
+	wantStatus(t, err, codes.InvalidArgument, "create-1")
+
+	mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "a"})
+	mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "b"})
+	del := &ipamv1.DeletePoolRequest{Name: "pools/poolreq", Force: true, RequestId: "delete-1"}
+	r1, err := n.pools.DeletePool(ctxT(t), del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.GetReleasedAllocations() != 2 {
+		t.Fatalf("released_allocations %d, want 2", r1.GetReleasedAllocations())
+	}
+	r2, err := n.pools.DeletePool(ctxT(t), del)
+	if err != nil {
+		t.Fatalf("retried delete: %v", err)
+	}
+	diff(t, "retried delete", r1, r2, protocmp.Transform())
+}
+
 func TestPoolValidateOnly(t *testing.T) {
 	n := poolsNode(t)
 	resp, err := n.pools.CreatePool(ctxT(t), &ipamv1.CreatePoolRequest{PoolId: "vo", ValidateOnly: true, Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.112/29"}, Tenants: []string{"vo"}}})
