@@ -107,8 +107,9 @@ func TestWatchAllocations(t *testing.T) {
 			}
 			seen[ev.GetAllocation().GetOwner()] = ev.GetAllocation().GetAddresses()
 		}
-		if msg.GetResumeToken() == "" {
-			t.Errorf("snapshot message without resume_token")
+		// Only the whole snapshot can be resumed after.
+		if hasToken := msg.GetResumeToken() != ""; hasToken != msg.GetSnapshotComplete() {
+			t.Errorf("snapshot message with snapshot_complete %v has resume_token %q", msg.GetSnapshotComplete(), msg.GetResumeToken())
 		}
 		if msg.GetSnapshotComplete() {
 			break
