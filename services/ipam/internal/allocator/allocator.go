@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,8 +189,8 @@ func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int6
 			return Result{}, err
 		}
 		res := Result{Addrs: plan.Before.Addrs}
-		if h > 0 {
-			res.HoldExpires = now.Add(h)
+		if slices.ContainsFunc(plan.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
+			res.HoldExpires = now.Add(h) // some address is kept (shared ones are not)
 		}
 		a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
 		_, err = a.commit(ctx, plan)

@@ -369,9 +369,16 @@ func TestSharing(t *testing.T) {
 		Owner: "j", SharingKey: "k", Ports: []*ipamv1.Port{tcp(8443)}, RequestedAddresses: []string{"198.51.100.96"},
 	}))
 
-	// The shared address is freed only when its last holder leaves.
+	// The shared address is freed only when its last holder leaves, and is
+	// not kept for a holder that leaves with a hold while others stay.
+	resp := mustRelease(t, n, &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: "a", Hold: dur(time.Hour)})
+	if resp.GetHoldExpireTime() != nil {
+		t.Errorf("hold_expire_time %v though the shared address is not kept", resp.GetHoldExpireTime().AsTime())
+	}
 	for _, o := range []string{"a", "b", "d-udp"} {
-		releaseOwner(t, n, tenant, o)
+		if o != "a" {
+			releaseOwner(t, n, tenant, o)
+		}
 		diff(t, "after "+o+" left", []string{"198.51.100.101"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "probe"}))
 		releaseOwner(t, n, tenant, "probe")
 	}
