@@ -115,12 +115,6 @@ func TestAllocateRequestID(t *testing.T) {
 	diff(t, "released", []string{"198.51.100.24"}, r1.GetAddresses())
 }
 
-// nameOf returns the resource name of owner's allocation in tenant, by
-// asking nothing of the server: it is derived from the owner.
-func nameOf(tenant, owner string) string {
-	return "tenants/" + tenant + "/allocations/" + allocationID(owner)
-}
-
 func TestAllocateSpecificAddress(t *testing.T) {
 	n := allocsNode(t, replica.Options{})
 	const tenant = "spec"

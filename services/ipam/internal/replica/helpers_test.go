@@ -170,7 +170,7 @@ func releaseOwner(t *testing.T, n *node, tenant, owner string) {
 	mustRelease(t, n, &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: owner, Hold: dur(0)})
 }
 
-// addrOf allocates for owner and returns its addresses.
+// addrsOf allocates for an owner and returns its addresses.
 func addrsOf(t *testing.T, n *node, tenant string, a *ipamv1.Allocation) []string {
 	t.Helper()
 	return mustAllocate(t, n, tenant, a).GetAddresses()
@@ -213,4 +213,10 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 func allocationID(owner string) string {
 	sum := sha256.Sum256([]byte(owner))
 	return "a" + hex.EncodeToString(sum[:])[:20]
+}
+
+// nameOf returns the resource name of owner's allocation in tenant, derived
+// from the owner as the API documents.
+func nameOf(tenant, owner string) string {
+	return "tenants/" + tenant + "/allocations/" + allocationID(owner)
 }

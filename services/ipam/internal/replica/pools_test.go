@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -265,7 +266,7 @@ func TestUpdatePool(t *testing.T) {
 	// The excluded address is skipped; the added range is used.
 	diff(t, "next addresses", []string{"192.0.2.18"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/svc-2"}))
 	for i := range 5 {
-		addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/fill-" + string(rune('a'+i))})
+		addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: fmt.Sprintf("ns/fill-%d", i)})
 	}
 	diff(t, "address from the added range", []string{"192.0.2.32"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/svc-3"}))
 }
@@ -360,8 +361,8 @@ func TestDeletePool(t *testing.T) {
 	// the owner whose addresses were kept gets no hold back.
 	p := mustPool(t, n, "del", &ipamv1.Pool{Ranges: []string{"192.0.2.48/28"}, Tenants: []string{tenant}})
 	diff(t, "usage of the new pool", []string{"IP_FAMILY_IPV4 size=16 used=0 free=16"}, usage(p))
-	diff(t, "kept owner", []string{"192.0.2.48"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/other"}))
-	diff(t, "kept owner", []string{"192.0.2.49"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/kept"}))
+	diff(t, "another owner", []string{"192.0.2.48"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/other"}))
+	diff(t, "the owner whose addresses were kept", []string{"192.0.2.49"}, addrsOf(t, n, tenant, &ipamv1.Allocation{Owner: "ns/kept"}))
 }
 
 func TestPoolStatus(t *testing.T) {
@@ -448,7 +449,7 @@ func TestAutoAssignOff(t *testing.T) {
 	mustPool(t, n, "auto-on", &ipamv1.Pool{Ranges: []string{"192.0.2.88/30"}, Tenants: []string{tenant}})
 
 	for i, want := range []string{"192.0.2.88", "192.0.2.89", "192.0.2.90", "192.0.2.91"} {
-		al := mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "auto-" + string(rune('a'+i))})
+		al := mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: fmt.Sprintf("auto-%d", i)})
 		diff(t, "auto-assigned", []string{want}, al.GetAddresses())
 		if al.GetPool() != "pools/auto-on" {
 			t.Errorf("pool %s, want pools/auto-on", al.GetPool())
