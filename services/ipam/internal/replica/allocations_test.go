@@ -471,6 +471,9 @@ func TestReleaseHold(t *testing.T) {
 func TestAllocationTTL(t *testing.T) {
 	clk := &clock{}
 	n := allocsNode(t, replica.Options{Now: clk.now})
+	// A second replica runs expiry too; each allocation still expires once,
+	// and never at a time a renewal on the other replica pushed back.
+	allocsNode(t, replica.Options{Now: clk.now})
 	const tenant = "ttl"
 	mustPool(t, n, "ttl", &ipamv1.Pool{Ranges: []string{"198.51.100.120/29"}, Tenants: []string{tenant}})
 	short := mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "short", Ttl: dur(10 * time.Second)})

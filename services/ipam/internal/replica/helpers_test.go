@@ -35,18 +35,28 @@ import (
 //	watch_test.go        192.0.2.128/25, 2001:db8:30::/44
 var shared struct {
 	mu   sync.Mutex
-	envs map[string]*etcdEnv
+	envs map[string]*sharedEnv
 	dirs []string
 }
 
+type sharedEnv struct {
+	*etcdEnv
+	users map[string]*testing.T // the tests that used it, by name
+}
+
 // sharedEtcd returns the embedded etcd that the tests of one file share,
-// starting it on first use. TestMain stops it.
+// starting it on first use. A test run again (go test -count=N) gets a
+// fresh one, so that repeated runs start clean. TestMain stops them.
 func sharedEtcd(t *testing.T, name string) *etcdEnv {
 	t.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if e, ok := shared.envs[name]; ok {
-		return e
+		if prev, ran := e.users[t.Name()]; !ran || prev == t {
+			e.users[t.Name()] = t
+			return e.etcdEnv
+		}
+		e.stop()
 	}
 	dir, err := os.MkdirTemp("", "beacon-etcd-"+name+"-")
 	if err != nil {
@@ -58,9 +68,9 @@ func sharedEtcd(t *testing.T, name string) *etcdEnv {
 		t.Fatal(err)
 	}
 	if shared.envs == nil {
-		shared.envs = make(map[string]*etcdEnv)
+		shared.envs = make(map[string]*sharedEnv)
 	}
-	shared.envs[name] = e
+	shared.envs[name] = &sharedEnv{etcdEnv: e, users: map[string]*testing.T{t.Name(): t}}
 	return e
 }
 
