@@ -173,9 +173,19 @@ func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int6
 	if hold != nil {
 		h = *hold
 	}
+	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		plan, err := a.idx.PlanRelease(tenant, id, etagRev, h, now)
+		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
+			// The etag may come from a write this replica's index has not
+			// seen yet: compare with etcd's copy before refusing.
+			readEtag = true
+			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if errors.Is(err, ipam.ErrNotFound) {
 			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
 				if err != nil {
@@ -207,9 +217,19 @@ func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int6
 
 // Renew pushes back the expiry of tenant/id.
 func (a *Allocator) Renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
+	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		plan, err := a.idx.PlanRenew(tenant, id, etagRev, ttl, now)
+		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
+			// The etag may come from a write this replica's index has not
+			// seen yet: compare with etcd's copy before refusing.
+			readEtag = true
+			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if errors.Is(err, ipam.ErrNotFound) {
 			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
 				if err != nil {

@@ -678,3 +678,36 @@ func TestListAllocations(t *testing.T) {
 		})
 	}
 }
+
+// A write on one replica is seen at once by a call on another, whose index
+// may not have caught up yet.
+func TestReplicasAgreeAtOnce(t *testing.T) {
+	a := allocsNode(t, replica.Options{})
+	b := allocsNode(t, replica.Options{})
+	const tenant = "agree"
+	mustPool(t, a, "agree", &ipamv1.Pool{Ranges: []string{"198.51.100.160/29"}, Tenants: []string{tenant}})
+	for i := range 10 {
+		owner := fmt.Sprintf("o%d", i)
+		first, err := a.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/" + tenant, Allocation: &ipamv1.Allocation{Owner: owner, Ttl: dur(time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := b.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/" + tenant, Allocation: &ipamv1.Allocation{Owner: owner, Ttl: dur(time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.GetCreated() {
+			t.Errorf("%s: created again on the other replica", owner)
+		}
+		diff(t, owner+" on the other replica", first.GetAllocation(), again.GetAllocation(), protocmp.Transform())
+		renewed, err := b.allocs.RenewAllocation(ctxT(t), &ipamv1.RenewAllocationRequest{Name: first.GetAllocation().GetName(), Etag: first.GetAllocation().GetEtag()})
+		if err != nil {
+			t.Fatalf("%s: renew on the other replica: %v", owner, err)
+		}
+		if _, err := a.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Name: first.GetAllocation().GetName(), Etag: renewed.GetAllocation().GetEtag(), Hold: dur(0)}); err != nil {
+			t.Fatalf("%s: release of the renewal: %v", owner, err)
+		}
+		_, err = b.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: first.GetAllocation().GetName()})
+		wantStatus(t, err, codes.NotFound)
+	}
+}
