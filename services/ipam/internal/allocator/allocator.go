@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ type replay struct {
 	Created     bool         `json:"created,omitempty"`
 	Addrs       []netip.Addr `json:"addrs,omitempty"`
 	HoldExpires time.Time    `json:"holdExpires,omitzero"`
+	Released    int          `json:"released,omitempty"`
 }
 
 // Result is the outcome of a write.
@@ -193,9 +195,19 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 	if hold != nil {
 		h = *hold
 	}
+	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		plan, err := a.idx.PlanRelease(tenant, id, etagRev, h, now)
+		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
+			// The etag may come from a write this replica's index has not
+			// seen yet: compare with etcd's copy before refusing.
+			readEtag = true
+			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if errors.Is(err, ipam.ErrNotFound) {
 			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
 				if err != nil {
@@ -209,8 +221,8 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 			return Result{}, err
 		}
 		res := Result{Addrs: plan.Before.Addrs}
-		if h > 0 {
-			res.HoldExpires = now.Add(h)
+		if slices.ContainsFunc(plan.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
+			res.HoldExpires = now.Add(h) // some address is kept (shared ones are not)
 		}
 		a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
 		_, err = a.commit(ctx, plan)
@@ -233,9 +245,19 @@ func (a *Allocator) Renew(ctx context.Context, tenant, id string, etagRev int64,
 }
 
 func (a *Allocator) renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
+	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		plan, err := a.idx.PlanRenew(tenant, id, etagRev, ttl, now)
+		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
+			// The etag may come from a write this replica's index has not
+			// seen yet: compare with etcd's copy before refusing.
+			readEtag = true
+			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if errors.Is(err, ipam.ErrNotFound) {
 			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
 				if err != nil {

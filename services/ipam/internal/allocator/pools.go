@@ -204,8 +204,8 @@ func (a *Allocator) poolClaims(ctx context.Context, p *ipam.Pool, rev int64) ([]
 // DeletePool deletes a pool; with force, it first stops the pool handing
 // out addresses and releases every allocation in it.
 func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, force bool, meta Meta) (PoolResult, error) {
-	if _, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
-		return PoolResult{}, err
+	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
+		return PoolResult{Released: r.Released}, err
 	}
 	ref := ipam.Ref{Kind: ipam.KindPool, ID: name}
 	released := 0
@@ -236,7 +236,7 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 		for _, r := range cur.Pool.Ranges {
 			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: cur.Rev})
 		}
-		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + name})
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + name, Released: released})
 		crev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
 			continue

@@ -235,13 +235,19 @@ func (b *builder) requested(a *ipam.Allocation) error {
 }
 
 // admits checks that a pool may serve an allocation that names it (by name
-// or by address): tenant, and not being deleted.
+// or by address): tenant, policy, and not being deleted. Naming a pool
+// overrides auto_assign and priority, not whom its policy serves (as in
+// MetalLB, which refuses to assign an address of a pool whose
+// serviceAllocation does not match the Service).
 func (x *Index) admits(p *poolEntry, a *ipam.Allocation) error {
 	if p.pool.Deleting {
 		return ipam.Refuse(ipam.ErrNotAllowed, "pool %q is being deleted", p.pool.Name)
 	}
 	if !p.pool.AllowsTenant(a.Tenant) {
 		return ipam.Refuse(ipam.ErrNotAllowed, "tenant %q may not draw from pool %q", a.Tenant, p.pool.Name)
+	}
+	if !ipam.PolicyMatches(p.pool.Policy, a) {
+		return ipam.Refuse(ipam.ErrNotAllowed, "the allocation policy of pool %q does not serve this owner (namespace, namespace labels or owner labels)", p.pool.Name)
 	}
 	return nil
 }
@@ -283,8 +289,13 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 			return ipam.Refuse(ipam.ErrNotAllowed, "no pool serves tenant %q and this owner", a.Tenant)
 		}
 	}
+	offered := false // some candidate has the families asked for, or is empty
 	for _, p := range candidates {
-		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
+		choices := ipam.FamilyChoices(a, p.hasFamily)
+		if len(choices) > 0 || !p.hasFamily(ipam.IPv4) && !p.hasFamily(ipam.IPv6) {
+			offered = true
+		}
+		for _, fams := range choices {
 			addrs, ok := b.pick(p, a, fams)
 			if !ok {
 				continue
@@ -308,7 +319,22 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 			}
 		}
 	}
+	if !offered {
+		// Not a matter of waiting for addresses to be released.
+		return ipam.Refuse(ipam.ErrNotAllowed, "no candidate pool has %s addresses", wantedFamilies(a))
+	}
 	return ipam.Refuse(ipam.ErrPoolExhausted, "no free address for owner %q in %d candidate pool(s)", a.Owner, len(candidates))
+}
+
+// wantedFamilies describes the families an allocation cannot do without.
+func wantedFamilies(a *ipam.Allocation) string {
+	switch {
+	case a.FamilyPolicy == ipam.RequireDualStack:
+		return "both IPv4 and IPv6"
+	case len(a.Families) > 0:
+		return a.Families[0].String()
+	}
+	return "any"
 }
 
 // pick chooses one address per family in pool p, or reports none.

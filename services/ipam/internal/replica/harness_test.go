@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -29,19 +30,27 @@ type etcdEnv struct {
 
 func startEtcd(t *testing.T, dir string) *etcdEnv {
 	t.Helper()
+	e, err := openEtcd(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.stop)
+	return e
+}
+
+// openEtcd starts an embedded etcd in dir and connects a client to it.
+func openEtcd(dir string) (*etcdEnv, error) {
 	ctx := context.Background()
 	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, LogLevel: "fatal"})
 	if err != nil {
-		t.Fatalf("start etcd: %v", err)
+		return nil, fmt.Errorf("start etcd: %w", err)
 	}
 	client, err := store.Dial(ctx, emb.Endpoints())
 	if err != nil {
 		emb.Close()
-		t.Fatalf("dial etcd: %v", err)
+		return nil, fmt.Errorf("dial etcd: %w", err)
 	}
-	e := &etcdEnv{dir: dir, emb: emb, client: client}
-	t.Cleanup(e.stop)
-	return e
+	return &etcdEnv{dir: dir, emb: emb, client: client}, nil
 }
 
 func (e *etcdEnv) stop() {

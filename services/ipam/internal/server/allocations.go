@@ -299,7 +299,12 @@ func (a *allocationService) snapshot(ctx context.Context, stream ipamv1.Allocati
 			return 0, err
 		}
 		rev = page.Revision
-		msg := &ipamv1.WatchAllocationsResponse{ResumeToken: resumeToken(rev), SnapshotComplete: !page.More}
+		msg := &ipamv1.WatchAllocationsResponse{SnapshotComplete: !page.More}
+		if msg.SnapshotComplete {
+			// Only the whole snapshot can be resumed after: a token on an
+			// earlier message would skip the rest of the snapshot.
+			msg.ResumeToken = resumeToken(rev)
+		}
 		for _, ev := range page.Items {
 			after = ev.Ref.ID
 			msg.Events = append(msg.Events, &ipamv1.AllocationEvent{Type: ipamv1.AllocationEvent_TYPE_EXISTING, Allocation: allocationToProto(ev.Value.(*ipam.Allocation), ev.Rev)})

@@ -28,7 +28,7 @@ func validID(s string) bool {
 // validTenant reports whether s is a tenant ID: as validID, but it may
 // also start with a digit (cluster names often do).
 func validTenant(s string) bool {
-	return s != "" && validID("t"+s[min(1, len(s)):]) && len(s) <= 63 && s[0] != '-'
+	return s != "" && (s[0] >= 'a' && s[0] <= 'z' || s[0] >= '0' && s[0] <= '9') && validID("t"+s[1:])
 }
 
 const idRule = "must be 1-63 lower-case letters, digits and '-', starting with a letter"

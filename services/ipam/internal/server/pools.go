@@ -63,6 +63,19 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 	if err != nil {
 		fes.Add("filter", "%s", err.Error())
 	}
+	// A tenant term asks whether the tenant may draw from the pool, which
+	// is no field of the pool: take those terms out and check them apart.
+	var tenants []filter.Term
+	f.Terms = slices.DeleteFunc(f.Terms, func(t filter.Term) bool {
+		if t.Field != "tenant" {
+			return false
+		}
+		if t.Op != filter.Equal && t.Op != filter.NotEqual {
+			fes.Add("filter", "tenant takes only = and !=")
+		}
+		tenants = append(tenants, t)
+		return true
+	})
 	q := queryHash("pools", req.GetFilter())
 	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
@@ -79,14 +92,7 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 		for _, ev := range page.Items {
 			pool := ev.Value.(*ipam.Pool)
 			after = ev.Ref.ID
-			get := func(field string) (string, bool) { return "", false }
-			if t, ok := f.Value("tenant"); ok {
-				if !pool.AllowsTenant(t) {
-					continue
-				}
-				get = func(field string) (string, bool) { return t, field == "tenant" }
-			}
-			if !f.Match(get, pool.Labels) {
+			if !allowsTenants(pool, tenants) || !f.Match(nil, pool.Labels) {
 				continue
 			}
 			resp.Pools = append(resp.Pools, p.render(pool, ev.Rev))
@@ -101,6 +107,17 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 			return resp, nil
 		}
 	}
+}
+
+// allowsTenants reports whether every tenant term holds for a pool:
+// tenant = "T" when T may draw from it, tenant != "T" when T may not.
+func allowsTenants(p *ipam.Pool, terms []filter.Term) bool {
+	for _, t := range terms {
+		if p.AllowsTenant(t.Value) != (t.Op == filter.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 // updatable are the pool fields UpdatePool may change.

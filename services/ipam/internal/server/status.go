@@ -48,7 +48,10 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	// Only a status made here passes as it is. status.FromError would also
+	// pass a gRPC error of etcd's client wrapped by the store, with its code
+	// and with the store's text (keys) as the message.
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
 	var fes ipam.FieldErrors

@@ -1,0 +1,58 @@
+package replica_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+)
+
+// wantOpaque fails unless err has the code and exactly the message, which
+// tells the caller nothing of the server's insides.
+func wantOpaque(t *testing.T, err error, code codes.Code, msg string) {
+	t.Helper()
+	st := status.Convert(err)
+	if err == nil || st.Code() != code || st.Message() != msg {
+		t.Fatalf("got %v, want code %v with message %q", err, code, msg)
+	}
+	for _, leak := range []string{"/beacon/", "store:", "etcd", "127.0.0.1", "decode"} {
+		if strings.Contains(st.Message(), leak) {
+			t.Errorf("message %q leaks %q", st.Message(), leak)
+		}
+	}
+}
+
+// A stored object this replica cannot read is an internal error, and its
+// cause stays in the server's log.
+func TestInternalErrorsSayNothing(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	name := nameOf("broken", "ns/svc")
+	key := "/beacon/v1/state/allocs/broken/" + allocationID("ns/svc")
+	if _, err := env.client.Put(ctxT(t), key, "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: name})
+	wantOpaque(t, err, codes.Internal, "internal error")
+	_, err = n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/broken"})
+	wantOpaque(t, err, codes.Internal, "internal error")
+}
+
+// With the replica's etcd connection gone, calls fail as Unavailable (retry),
+// without etcd's own words or the keys it was asked for.
+func TestStorageErrorsSayNothing(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	mustPool(t, n, "gone", &ipamv1.Pool{Ranges: []string{"192.0.2.0/29"}, Tenants: []string{"gone"}})
+	env.client.Close() // as when ipamd shuts down while serving
+
+	// Each call takes etcd's client about 2.5 s of retries to give up.
+	_, err := n.pools.GetPool(ctxT(t), &ipamv1.GetPoolRequest{Name: "pools/gone"})
+	wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+	_, err = n.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/gone", Allocation: &ipamv1.Allocation{Owner: "o"}})
+	wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+}
