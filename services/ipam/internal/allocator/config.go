@@ -140,3 +140,31 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 	}
 	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ref.ID)
 }
+
+// CreateObjects stores new objects that must not exist yet, atomically:
+// for an object together with its lookup records.
+func (a *Allocator) CreateObjects(ctx context.Context, puts []ipam.Put) (int64, error) {
+	ch := ipam.Change{Puts: puts}
+	for _, p := range puts {
+		ch.Conds = append(ch.Conds, ipam.Cond{Ref: p.Ref})
+	}
+	rev, _, err := a.store.Commit(ctx, ch)
+	if errors.Is(err, ipam.ErrConflict) {
+		return 0, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", puts[0].Ref.ID)
+	}
+	return rev, err
+}
+
+// DeleteObjects deletes objects, the first of which must be at revision
+// rev (0: any).
+func (a *Allocator) DeleteObjects(ctx context.Context, rev int64, refs ...ipam.Ref) error {
+	ch := ipam.Change{Deletes: refs}
+	if rev > 0 {
+		ch.Conds = []ipam.Cond{{Ref: refs[0], Rev: rev}}
+	}
+	_, _, err := a.store.Commit(ctx, ch)
+	if errors.Is(err, ipam.ErrConflict) {
+		return ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since it was read", refs[0].ID)
+	}
+	return err
+}

@@ -36,6 +36,8 @@ type Index struct {
 	reserved   map[netip.Addr]struct{}
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
+	quotas     map[string]uint64 // tenant -> max addresses (0: none)
+	used       map[string]uint64 // tenant -> addresses held
 	progress   int64
 	wake       chan struct{}
 }
@@ -68,6 +70,8 @@ func New() *Index {
 		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
 		reserved:   make(map[netip.Addr]struct{}),
 		tombstones: make(map[ipam.Ref]int64),
+		quotas:     make(map[string]uint64),
+		used:       make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -115,6 +119,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
+	x.quotas, x.used = fresh.quotas, fresh.used
 	for _, ev := range events {
 		x.apply(ev)
 	}
@@ -174,7 +179,11 @@ func (x *Index) apply(ev ipam.Event) {
 			delete(x.pools, ev.Ref.ID)
 		}
 	case ipam.KindAllocation:
+		if old, ok := x.allocs[ev.Ref.ID]; ok {
+			x.used[old.a.Tenant] -= uint64(len(old.a.Addrs))
+		}
 		if a, ok := ev.Value.(*ipam.Allocation); ok && !ev.Deleted {
+			x.used[a.Tenant] += uint64(len(a.Addrs))
 			x.allocs[ev.Ref.ID] = &allocEntry{a: a, rev: ev.Rev}
 			if !a.ExpireTime.IsZero() {
 				x.pushExpiry(a.ExpireTime, ev.Ref, ev.Rev)
@@ -198,7 +207,20 @@ func (x *Index) apply(ev ipam.Event) {
 		} else {
 			delete(x.holds, ev.Ref.ID)
 		}
+	case ipam.KindTenant:
+		if t, ok := ev.Value.(*ipam.Tenant); ok && !ev.Deleted {
+			x.quotas[ev.Ref.ID] = t.MaxAddresses
+		} else {
+			delete(x.quotas, ev.Ref.ID)
+		}
 	}
+}
+
+// Used returns the number of addresses a tenant's allocations hold.
+func (x *Index) Used(tenant string) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.used[tenant]
 }
 
 func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {

@@ -118,6 +118,10 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		x.unreserveLocked(b.plan)
 		return nil, err
 	}
+	if q := x.quotas[a.Tenant]; q > 0 && x.used[a.Tenant]+uint64(len(a.Addrs)) > q {
+		x.unreserveLocked(b.plan)
+		return nil, ipam.Refuse(ipam.ErrQuotaExceeded, "tenant %q holds %d of its %d addresses; %d more would exceed its quota", a.Tenant, x.used[a.Tenant], q, len(a.Addrs))
+	}
 	if hasHold && a.Addrs != nil && !slices.Equal(a.Addrs, hold.h.Allocation.Addrs) {
 		// The owner came back asking for something its hold cannot give:
 		// end the hold in the same change, so its addresses do not leak.

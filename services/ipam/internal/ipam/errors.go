@@ -17,6 +17,7 @@ var (
 	ErrPoolOverlap       = errors.New("pools overlap")
 	ErrPoolInUse         = errors.New("pool holds allocations")
 	ErrInUse             = errors.New("in use")
+	ErrQuotaExceeded     = errors.New("tenant quota exceeded")
 	ErrEtagMismatch      = errors.New("etag mismatch")
 	ErrOwnerConflict     = errors.New("owner holds a different allocation")
 	ErrRequestIDReused   = errors.New("request_id reused for a different request")

@@ -41,6 +41,7 @@ type Reader interface {
 // Usage reports pool usage from the replica's index.
 type Usage interface {
 	Usage(name string) []index.Usage
+	Used(tenant string) uint64
 }
 
 // NodeLease ties an announcer's registration to its session.
@@ -96,6 +97,8 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	ipamv1.RegisterAuditServiceServer(g, &auditService{s: s})
 	ipamv1.RegisterAnnouncementServiceServer(g, newAnnouncementService(s))
 	ipamv1.RegisterAnnouncerServiceServer(g, &announcerService{s: s})
+	ipamv1.RegisterTenantServiceServer(g, &tenantService{s: s})
+	ipamv1.RegisterTokenServiceServer(g, &tokenService{s: s})
 }
 
 // ActorKey is the metadata key the gateway sets to the authenticated

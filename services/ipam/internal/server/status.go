@@ -24,6 +24,7 @@ var codeOf = []struct {
 	{ipam.ErrNotFound, codes.NotFound, "NOT_FOUND"},
 	{ipam.ErrAlreadyExists, codes.AlreadyExists, "ALREADY_EXISTS"},
 	{ipam.ErrPoolExhausted, codes.ResourceExhausted, "POOL_EXHAUSTED"},
+	{ipam.ErrQuotaExceeded, codes.ResourceExhausted, "QUOTA_EXCEEDED"},
 	{ipam.ErrAddressInUse, codes.FailedPrecondition, "ADDRESS_IN_USE"},
 	{ipam.ErrAddressNotInPool, codes.FailedPrecondition, "ADDRESS_NOT_IN_POOL"},
 	{ipam.ErrNotAllowed, codes.FailedPrecondition, "NOT_ALLOWED"},

@@ -1,0 +1,73 @@
+package replica_test
+
+import (
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+)
+
+func TestTenantQuotaAndTokens(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := ctxT(t)
+	tenants := ipamv1.NewTenantServiceClient(conn)
+	tokens := ipamv1.NewTokenServiceClient(conn)
+	mustPool(t, n, "q", &ipamv1.Pool{Ranges: []string{"203.0.113.0/28"}, Tenants: []string{"quota"}})
+
+	if _, err := tenants.CreateTenant(ctx, &ipamv1.CreateTenantRequest{TenantId: "quota", Tenant: &ipamv1.Tenant{MaxAddresses: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	mustAllocate(t, n, "quota", &ipamv1.Allocation{Owner: "a"})
+	mustAllocate(t, n, "quota", &ipamv1.Allocation{Owner: "b"})
+	waitFor(t, "the quota to bite", func() bool {
+		_, err := allocate(ctx, n, "quota", &ipamv1.Allocation{Owner: "c"})
+		return err != nil
+	})
+	_, err = allocate(ctx, n, "quota", &ipamv1.Allocation{Owner: "c"})
+	wantCode(t, err, codes.ResourceExhausted)
+	got, err := tenants.GetTenant(ctx, &ipamv1.GetTenantRequest{Name: "tenants/quota"})
+	if err != nil || got.GetTenant().GetAddressesUsed() != 2 {
+		t.Fatalf("GetTenant = %v, %v", got, err)
+	}
+	// Raising the quota lets the owner in.
+	if _, err := tenants.UpdateTenant(ctx, &ipamv1.UpdateTenantRequest{
+		Tenant: &ipamv1.Tenant{Name: "tenants/quota", MaxAddresses: 3}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"max_addresses"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new quota", func() bool {
+		_, err := allocate(ctx, n, "quota", &ipamv1.Allocation{Owner: "c"})
+		return err == nil
+	})
+
+	// Tokens: the secret is shown once, verifies, and stops verifying when
+	// revoked; a tenant token needs a tenant.
+	_, err = tokens.CreateToken(ctx, &ipamv1.CreateTokenRequest{TokenId: "bad", Token: &ipamv1.Token{Role: ipamv1.Role_ROLE_TENANT}})
+	wantCode(t, err, codes.InvalidArgument)
+	tok, err := tokens.CreateToken(ctx, &ipamv1.CreateTokenRequest{TokenId: "c1-adapter", Token: &ipamv1.Token{Role: ipamv1.Role_ROLE_TENANT, Tenant: "tenants/c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tokens.VerifyToken(ctx, &ipamv1.VerifyTokenRequest{Secret: tok.GetSecret()})
+	if err != nil || v.GetToken().GetTenant() != "tenants/c1" || v.GetToken().GetRole() != ipamv1.Role_ROLE_TENANT {
+		t.Fatalf("VerifyToken = %v, %v", v, err)
+	}
+	_, err = tokens.VerifyToken(ctx, &ipamv1.VerifyTokenRequest{Secret: tok.GetSecret() + "x"})
+	wantCode(t, err, codes.NotFound)
+	if _, err := tokens.DeleteToken(ctx, &ipamv1.DeleteTokenRequest{Name: "tokens/c1-adapter"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tokens.VerifyToken(ctx, &ipamv1.VerifyTokenRequest{Secret: tok.GetSecret()})
+	wantCode(t, err, codes.NotFound)
+}
