@@ -62,7 +62,7 @@ func (s *subscriber) run(ctx context.Context, conn *grpc.ClientConn, node string
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return nil
+			return nil //nolint:nilerr // the stream ends when the benchmark is done
 		}
 		now := time.Now()
 		if first {
@@ -128,7 +128,7 @@ func fanout(ctx context.Context, client *clientv3.Client, log io.Writer) ([]Figu
 		if conns[i], err = grpc.NewClient(node.conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 			return nil, err
 		}
-		defer conns[i].Close()
+		defer func() { _ = conns[i].Close() }()
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
