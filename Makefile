@@ -8,7 +8,7 @@ SHELL := /bin/bash
 BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.bin
 DATA      := $(CURDIR)/.data
-MODULES   := proto pkg services/ipam services/announcer beaconctl tests/integration
+MODULES   := proto pkg services/ipam services/announcer services/gateway beaconctl tests/integration
 GO_TEST_FLAGS ?= -race -count=1 -timeout=20m
 FUZZTIME  ?= 30s
 export PATH := $(TOOLS):$(PATH)
