@@ -15,6 +15,9 @@ import (
 
 // ProcOptions tunes Host.Start. The zero value runs the program with the
 // Lab's environment, no input and its output in the log file.
+// Pass *os.File ends of os.Pipe for a conversation with the process: other
+// readers and writers are copied by goroutines that outlive the process
+// until the other side closes (exec.Cmd's rule).
 type ProcOptions struct {
 	Env    []string  // added to the current environment
 	Stdin  io.Reader // nil: no input
@@ -64,6 +67,7 @@ func (h *Host) Start(name string, argv []string, opts *ProcOptions) (*Proc, erro
 		cmd.Stdout = opts.Stdout
 	}
 	cmd.Stderr = f
+	cmd.WaitDelay = time.Second
 	// Its own process group: a signal to the test's group (Ctrl-C) does not
 	// race the Lab's orderly stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
