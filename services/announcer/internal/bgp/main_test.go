@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
 	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
 )
@@ -100,13 +97,3 @@ func absent(ctx context.Context, r netlab.Router, prefixes ...netip.Prefix) erro
 	}
 	return nil
 }
-
-// percentile returns the nearest-rank percentile of ds.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-var _ = bgp.StateEstablished

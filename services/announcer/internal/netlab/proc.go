@@ -131,15 +131,18 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM, waits up to grace for the exit, then SIGKILL.
-func (p *Proc) Stop(grace time.Duration) {
+// Stop sends SIGTERM, waits up to grace for the exit, then SIGKILL. It
+// reports whether the process exited within grace.
+func (p *Proc) Stop(grace time.Duration) bool {
 	_ = p.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-p.done:
+		return true
 	case <-t.C:
 		p.Kill()
+		return false
 	}
 }
 
