@@ -122,7 +122,7 @@ func TestStaleRouteTrap(t *testing.T) {
 			}
 		}
 		if n, err := a.Learned(ctx); err != nil || n != 0 {
-			return fmt.Errorf("node A holds %d learned paths (%v)", n, err)
+			return fmt.Errorf("node A holds %d learned paths (%w)", n, err)
 		}
 		return nil
 	}

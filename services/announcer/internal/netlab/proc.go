@@ -72,7 +72,7 @@ func (h *Host) Start(name string, argv []string, opts *ProcOptions) (*Proc, erro
 	// race the Lab's orderly stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("netlab: start %s in %s: %w", argv[0], h.Role, err)
 	}
 	p := &Proc{
@@ -95,7 +95,7 @@ func (p *Proc) wait() {
 	p.mu.Lock()
 	p.waitErr = err
 	p.mu.Unlock()
-	p.logFile.Close()
+	_ = p.logFile.Close()
 	close(p.done)
 }
 
@@ -112,6 +112,19 @@ func (p *Proc) Exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// exitedError is nil while the process runs, and says how it ended, with
+// the end of its log, once it has exited.
+func (p *Proc) exitedError() error {
+	exited, err := p.Exited()
+	if !exited {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("%s exited: %w: %s", p.Name, err, p.Tail(5))
 }
 
 // Signal sends sig to the process (by PID).

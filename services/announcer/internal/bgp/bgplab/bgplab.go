@@ -107,7 +107,10 @@ func ChildMain() int {
 			if !ok {
 				logger.Info("bgplab child: input closed, stopping")
 				stop()
-				<-runDone
+				if err := <-runDone; err != nil {
+					logger.Error("bgplab child: Run", "err", err)
+					return 1
+				}
 				return 0
 			}
 			switch r.Op {
@@ -162,8 +165,8 @@ func Start(host *netlab.Host, opts ChildOptions) (*Speaker, error) {
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		inR.Close()
-		inW.Close()
+		_ = inR.Close()
+		_ = inW.Close()
 		return nil, fmt.Errorf("bgplab: pipe: %w", err)
 	}
 	p, err := host.Start("speaker", []string{exe}, &netlab.ProcOptions{
@@ -173,18 +176,18 @@ func Start(host *netlab.Host, opts ChildOptions) (*Speaker, error) {
 		Stdout: outW,
 	})
 	// The child has its own copies of its ends now.
-	inR.Close()
-	outW.Close()
+	_ = inR.Close()
+	_ = outW.Close()
 	if err != nil {
-		inW.Close()
-		outR.Close()
+		_ = inW.Close()
+		_ = outR.Close()
 		return nil, err
 	}
 	go func() {
 		// outR is left to reach EOF by itself: the last reply may still
 		// be in the pipe when the child exits.
 		<-p.Done()
-		inW.Close()
+		_ = inW.Close()
 	}()
 	return &Speaker{Proc: p, in: inW, out: bufio.NewReader(outR)}, nil
 }
