@@ -21,9 +21,10 @@
 //
 // The global import policy accepts local routes only (default reject): an
 // announcer never needs a learned route, and a learned path left in the
-// table is how a withdrawn address can live on (the stale-route trap in
-// docs/netns-lab.md). A default-reject policy without the local-route
-// statement would also reject the Speaker's own routes, silently.
+// table is how a withdrawn address can live on (the stale-route trap of the
+// lab notes, netns-lab.md; TestStaleRouteTrap). A default-reject policy
+// without the local-route statement would also reject the Speaker's own
+// routes, silently.
 //
 // Sessions use the peer's address family: IPv4 prefixes go to IPv4 peers and
 // IPv6 prefixes to IPv6 peers (multiprotocol BGP, family set on every path as

@@ -127,7 +127,9 @@ func TestLoopbackPerPeerAttributes(t *testing.T) {
 	go func() { runErr <- sp.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-runErr
+		if err := <-runErr; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	})
 
 	peers := []PeerConfig{
@@ -212,5 +214,80 @@ func TestLoopbackPerPeerAttributes(t *testing.T) {
 		if s.State != StateIdle {
 			t.Errorf("after Run: %s is %s", s.Peer, s.State)
 		}
+	}
+}
+
+// TestLoopbackLifecycle covers the Speaker's life around Run: a desired
+// state applied before Run takes effect when Run starts, Events signals
+// session changes, a refused route does not stop the rest, a changed peer
+// setting re-creates the session, and Run refuses a second call and a
+// missing router ID.
+func TestLoopbackLifecycle(t *testing.T) {
+	col := startCollector(t, "127.0.0.4", 64500, 64501)
+	if err := New(nil, Options{}).Run(context.Background()); err == nil {
+		t.Error("Run without a router ID succeeded")
+	}
+	sp := New(slog.New(slog.DiscardHandler), Options{RouterID: addr("192.0.2.11"), PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	peers := []PeerConfig{{Name: "c", MyASN: 64501, PeerASN: 64500, Address: col.addr, Port: col.port, SourceAddress: addr("127.0.0.1")}}
+	p1, p2 := prefix("198.51.100.1/32"), prefix("198.51.100.2/32")
+	err := sp.Apply(ctx, peers, []Route{{Prefix: p1, Peer: "c"}, {Prefix: p2, Peer: "nobody"}})
+	if !errors.Is(err, ErrUnknownPeer) {
+		t.Errorf("Apply with a route for an unknown peer: %v, want ErrUnknownPeer", err)
+	}
+	if diff := cmp.Diff([]SessionState{{Peer: "c", State: StateIdle}}, sp.Sessions(), cmp.FilterPath(func(p cmp.Path) bool {
+		return p.Last().String() == ".Since"
+	}, cmp.Ignore())); diff != "" {
+		t.Errorf("sessions before Run (-want +got):\n%s", diff)
+	}
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- sp.Run(ctx) }()
+	established := func(after time.Time) SessionState {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case <-sp.Events():
+			case <-deadline:
+				t.Fatalf("no established session after %v: %+v", after, sp.Sessions())
+			}
+			if s := sp.Sessions(); len(s) == 1 && s[0].State == StateEstablished && s[0].Since.After(after) {
+				return s[0]
+			}
+		}
+	}
+	first := established(time.Time{})
+	eventually(t, 10*time.Second, func() error {
+		if got := col.rib(t); len(got) != 1 || got[p1].LocalPref != 0 {
+			return fmt.Errorf("collector has %v, want %s only", got, p1)
+		}
+		return nil
+	})
+	if err := New(nil, Options{RouterID: addr("192.0.2.11")}).Apply(ctx, peers, nil); err != nil {
+		t.Errorf("Apply before Run: %v", err)
+	}
+
+	changed := time.Now()
+	peers[0].HoldTime = 9 * time.Second
+	if err := sp.Apply(ctx, peers, []Route{{Prefix: p1, Peer: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	second := established(changed)
+	t.Logf("hold time changed: session re-created (established %v, then %v)", first.Since.Format(time.StampMilli), second.Since.Format(time.StampMilli))
+	eventually(t, 10*time.Second, func() error {
+		if got := col.rib(t); len(got) != 1 {
+			return fmt.Errorf("collector has %v after the re-creation", got)
+		}
+		return nil
+	})
+
+	if err := sp.Run(ctx); err == nil {
+		t.Error("second Run succeeded")
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

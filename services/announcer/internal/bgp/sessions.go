@@ -94,7 +94,9 @@ func (s *Speaker) onPeerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.T
 		st = t.byName[name]
 	}
 	changed := st != nil && st.State != state
+	var was string
 	if changed {
+		was = st.State
 		st.State = state
 		st.Since = at
 		if state != StateEstablished {
@@ -106,11 +108,14 @@ func (s *Speaker) onPeerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.T
 		return
 	}
 	level := slog.LevelInfo
-	if state != StateEstablished && ev.Peer.State.DisconnectMessage != "" {
+	attrs := []any{"peer", name, "address", addr, "state", state, "was", was}
+	if was == StateEstablished && ev.Peer.State.DisconnectReason != api.PeerState_DISCONNECT_REASON_UNSPECIFIED {
+		// Lost, not deconfigured (a peer GoBGP deletes goes down without
+		// a reason).
 		level = slog.LevelWarn
+		attrs = append(attrs, "reason", ev.Peer.State.DisconnectMessage)
 	}
-	s.logger.Log(context.Background(), level, "bgp session state", "peer", name, "address", addr, "state", state,
-		"reason", ev.Peer.State.DisconnectMessage)
+	s.logger.Log(context.Background(), level, "bgp session state", attrs...)
 	s.signal()
 }
 

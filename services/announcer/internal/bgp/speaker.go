@@ -90,7 +90,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 		defer close(serveDone)
 		srv.Serve()
 	}()
-	if err := s.start(ctx, srv); err != nil {
+	policy, err := s.start(ctx, srv)
+	if err != nil {
 		srv.Stop()
 		<-serveDone
 		return err
@@ -105,6 +106,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 
 	s.mu.Lock()
 	s.srv = srv
+	s.appliedPolicy = policy
 	if err := s.reconcileLocked(ctx, srv, s.desired); err != nil {
 		s.logger.Warn("bgp: initial desired state applied in part", "err", err)
 	}
@@ -125,20 +127,20 @@ func (s *Speaker) Run(ctx context.Context) error {
 	}
 }
 
-// start configures a serving GoBGP: global settings and the policies.
-func (s *Speaker) start(ctx context.Context, srv *server.BgpServer) error {
+// start configures a serving GoBGP: global settings, the policies (for an
+// empty desired state, which it returns) and their global assignments.
+func (s *Speaker) start(ctx context.Context, srv *server.BgpServer) (*api.SetPoliciesRequest, error) {
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:        s.opts.ASN,
 		RouterId:   s.opts.RouterID.String(),
 		ListenPort: s.opts.ListenPort,
 	}}); err != nil {
-		return fmt.Errorf("bgp: start: %w", err)
+		return nil, fmt.Errorf("bgp: start: %w", err)
 	}
 	req := policies(emptyPlan())
 	if err := srv.SetPolicies(ctx, req); err != nil {
-		return fmt.Errorf("bgp: set policies: %w", err)
+		return nil, fmt.Errorf("bgp: set policies: %w", err)
 	}
-	s.appliedPolicy = req
 	for _, a := range []struct {
 		dir  api.PolicyDirection
 		name string
@@ -149,10 +151,10 @@ func (s *Speaker) start(ctx context.Context, srv *server.BgpServer) error {
 			Policies:      []*api.Policy{{Name: a.name}},
 			DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
 		}}); err != nil {
-			return fmt.Errorf("bgp: assign %s: %w", a.name, err)
+			return nil, fmt.Errorf("bgp: assign %s: %w", a.name, err)
 		}
 	}
-	return nil
+	return req, nil
 }
 
 func (s *Speaker) shutdown(srv *server.BgpServer, serveDone <-chan struct{}) error {
@@ -193,11 +195,6 @@ func (s *Speaker) shutdown(srv *server.BgpServer, serveDone <-chan struct{}) err
 // is applied. Before Run, the state is kept and applied when Run starts.
 func (s *Speaker) Apply(ctx context.Context, peers []PeerConfig, routes []Route) error {
 	next, verr := newPlan(s.opts, peers, routes)
-	for _, pc := range next.peers {
-		if pc.BFD != nil && pc.BFD.Passive {
-			s.logger.Warn("bgp: BFD passive mode is not supported by GoBGP; the session runs active", "peer", pc.Name)
-		}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.desired = next
@@ -267,6 +264,9 @@ func (s *Speaker) reconcileLocked(ctx context.Context, srv *server.BgpServer, ne
 		}
 		s.applied.peers[name] = pc
 		s.logger.Info("bgp peer added", "peer", name, "address", pc.Address, "asn", pc.PeerASN)
+		if pc.BFD != nil && pc.BFD.Passive {
+			s.logger.Warn("bgp: BFD passive mode is not supported by GoBGP; the session runs active", "peer", name)
+		}
 	}
 
 	var del []netip.Prefix
@@ -311,7 +311,7 @@ func (s *Speaker) reconcileLocked(ctx context.Context, srv *server.BgpServer, ne
 // Learned counts the paths learned from peers in the speaker's own table.
 // The import policy keeps it at zero; a learned leftover is how a withdrawn
 // address can stay alive (the stale-route trap).
-func (s *Speaker) Learned(ctx context.Context) (int, error) {
+func (s *Speaker) Learned(_ context.Context) (int, error) {
 	s.mu.Lock()
 	srv := s.srv
 	s.mu.Unlock()
@@ -331,7 +331,7 @@ func (s *Speaker) Learned(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("bgp: list paths: %w", err)
 		}
 	}
-	return n, ctx.Err()
+	return n, nil
 }
 
 func (p plan) clone() plan {

@@ -67,8 +67,8 @@ func (h *Host) StartGoBGPd(ctx context.Context, c GoBGPdConfig) (*GoBGPd, error)
 	}
 	g := &GoBGPd{host: h, proc: p}
 	if err := Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("gobgpd exited (%v): %s", err, p.Tail(5))
+		if err := p.exitedError(); err != nil {
+			return err
 		}
 		_, err := g.CLI(ctx, "global")
 		return err

@@ -157,7 +157,9 @@ func (l *Lab) Close() error {
 
 	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].Stop(2 * time.Second)
+		if !procs[i].Stop(2 * time.Second) {
+			l.logf("netlab: %s (pid %d) ignored SIGTERM for 2s; killed", procs[i].Name, procs[i].PID)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()

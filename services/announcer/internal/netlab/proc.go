@@ -15,6 +15,9 @@ import (
 
 // ProcOptions tunes Host.Start. The zero value runs the program with the
 // Lab's environment, no input and its output in the log file.
+// Pass *os.File ends of os.Pipe for a conversation with the process: other
+// readers and writers are copied by goroutines that outlive the process
+// until the other side closes (exec.Cmd's rule).
 type ProcOptions struct {
 	Env    []string  // added to the current environment
 	Stdin  io.Reader // nil: no input
@@ -64,11 +67,12 @@ func (h *Host) Start(name string, argv []string, opts *ProcOptions) (*Proc, erro
 		cmd.Stdout = opts.Stdout
 	}
 	cmd.Stderr = f
+	cmd.WaitDelay = time.Second
 	// Its own process group: a signal to the test's group (Ctrl-C) does not
 	// race the Lab's orderly stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("netlab: start %s in %s: %w", argv[0], h.Role, err)
 	}
 	p := &Proc{
@@ -91,7 +95,7 @@ func (p *Proc) wait() {
 	p.mu.Lock()
 	p.waitErr = err
 	p.mu.Unlock()
-	p.logFile.Close()
+	_ = p.logFile.Close()
 	close(p.done)
 }
 
@@ -108,6 +112,19 @@ func (p *Proc) Exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// exitedError is nil while the process runs, and says how it ended, with
+// the end of its log, once it has exited.
+func (p *Proc) exitedError() error {
+	exited, err := p.Exited()
+	if !exited {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("%s exited: %w: %s", p.Name, err, p.Tail(5))
 }
 
 // Signal sends sig to the process (by PID).
@@ -127,15 +144,18 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM, waits up to grace for the exit, then SIGKILL.
-func (p *Proc) Stop(grace time.Duration) {
+// Stop sends SIGTERM, waits up to grace for the exit, then SIGKILL. It
+// reports whether the process exited within grace.
+func (p *Proc) Stop(grace time.Duration) bool {
 	_ = p.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-p.done:
+		return true
 	case <-t.C:
 		p.Kill()
+		return false
 	}
 }
 
