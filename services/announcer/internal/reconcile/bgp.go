@@ -13,6 +13,12 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
 )
 
+// defaultConnectRetry is how soon the speaker retries a peer it could not
+// reach when the BGPPeer sets no connect time. The speaker does not listen,
+// so GoBGP's 120 s default would leave a node without routes for minutes
+// after a router restart.
+const defaultConnectRetry = 5 * time.Second
+
 // parseStandard parses "A:B" into A<<16|B.
 func parseStandard(s string) (uint32, error) {
 	a, b, ok := strings.Cut(s, ":")
@@ -65,6 +71,7 @@ func peerConfig(pp *ipamv1.PlanPeer, readFile func(string) ([]byte, error)) (bgp
 	if p.GetKeepaliveTime() != nil {
 		c.KeepaliveTime = duration(p.GetKeepaliveTime())
 	}
+	c.ConnectRetry = defaultConnectRetry
 	if p.GetConnectTime() != nil {
 		c.ConnectRetry = duration(p.GetConnectTime())
 	}
