@@ -65,12 +65,12 @@ func NewRootCommand(env Env) *cobra.Command {
 pools (the address ranges that allocations draw from), allocations (the
 addresses held by an owner such as a Service), how addresses are announced
 (L2 and BGP advertisements, BGP peers, BFD profiles, community aliases),
-and reads the audit trail.
+inspects and drains the announcers on the nodes, and reads the audit trail.
 
 Pool names may be given short: "web" and "pools/web" are the same pool.
 Allocations are named "tenants/{tenant}/allocations/{id}"; commands that
 take an allocation also accept OWNER together with --tenant. Announcement
-resources are named "tenants/{tenant}/{collection}/{id}";
+resources and announcers are named "tenants/{tenant}/{collection}/{id}";
 commands take the ID with --tenant, or the full name.
 
 By default beaconctl connects in plaintext to the local ipamd at
@@ -84,8 +84,9 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
   # Give the Service default/web an address from any auto-assigned pool.
   beaconctl alloc allocate default/web --tenant acme
 
-  # Announce pool web with ARP/NDP.
+  # Announce pool web with ARP/NDP, and see which node does.
   beaconctl l2adv create web --tenant acme --pool web
+  beaconctl announcer list --tenant acme
 
   # Talk to a remote server over TLS, printing JSON.
   beaconctl --server ipam.example.net:7400 --tls --ca ca.pem -o json pool get web`,
@@ -119,6 +120,7 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
 		newConfigCommand(g, peerKind()),
 		newConfigCommand(g, bfdKind()),
 		newConfigCommand(g, communityKind()),
+		newAnnouncerCommand(g),
 		newVersionCommand(g),
 	)
 	return root
