@@ -227,6 +227,17 @@ func editAliases(flag string, aliases []*ipamv1.CommunityAlias, edits []string, 
 	return out, nil
 }
 
+// parseTrafficPolicy reads cluster or local.
+func parseTrafficPolicy(s string) (ipamv1.TrafficPolicy, error) {
+	switch strings.ToLower(s) {
+	case "cluster":
+		return ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER, nil
+	case "local":
+		return ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL, nil
+	}
+	return 0, fmt.Errorf("--traffic-policy %q: want cluster or local", s)
+}
+
 // optionalDuration is d as a protobuf duration, nil for 0 (the server's
 // default); negative durations are refused.
 func optionalDuration(flag string, d time.Duration) (*durationpb.Duration, error) {
