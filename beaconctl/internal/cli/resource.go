@@ -237,7 +237,7 @@ func (k *configKind[M]) createCommand(g *globals) *cobra.Command {
 		fields       []field[M]
 	)
 	cmd := &cobra.Command{
-		Use:     "create ID --tenant TENANT [flags]",
+		Use:     "create (ID --tenant TENANT | -f FILE) [flags]",
 		Short:   "Create a " + k.noun,
 		Long:    k.createLong + createFileHelp,
 		Example: k.createExample,
