@@ -30,6 +30,7 @@ an allocation accept its name, or its OWNER together with --tenant.`,
 		Example: `  beaconctl alloc allocate default/web --tenant acme
   beaconctl alloc list --tenant acme
   beaconctl alloc get default/web --tenant acme
+  beaconctl alloc update default/web --tenant acme --traffic-policy local --endpoint-node node-1
   beaconctl alloc release default/web --tenant acme --hold 5m
   beaconctl alloc watch`,
 	}
@@ -39,6 +40,7 @@ an allocation accept its name, or its OWNER together with --tenant.`,
 		newAllocListCommand(g),
 		newAllocReleaseCommand(g),
 		newAllocRenewCommand(g),
+		newAllocUpdateCommand(g),
 		newAllocWatchCommand(g),
 	)
 	return cmd
@@ -208,7 +210,8 @@ func newAllocGetCommand(g *globals) *cobra.Command {
 		Use:   "get (NAME | OWNER --tenant TENANT)",
 		Short: "Show an allocation",
 		Long: `Show an allocation, named by its name "tenants/TENANT/allocations/ID" or by
-its OWNER with --tenant.`,
+its OWNER with --tenant. ANNOUNCED-BY lists the nodes that announce its
+addresses, each with its protocol: NODE(L2) or NODE(BGP).`,
 		Example: `  beaconctl alloc get tenants/acme/allocations/a1b2c3d4e5f60718293a4
   beaconctl alloc get default/web --tenant acme -o json`,
 		Args: exactArgs("NAME or OWNER"),
@@ -228,7 +231,7 @@ its OWNER with --tenant.`,
 			if err != nil {
 				return err
 			}
-			return printAllocation(g, cmd.OutOrStdout(), resp.GetAllocation())
+			return printOne(g, cmd.OutOrStdout(), resp.GetAllocation(), allocationResourceName, output.AllocationDetailTable)
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the `TENANT`, to name the allocation by its OWNER")

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -25,13 +26,15 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
-// fakeIPAM is a small in-memory implementation of the three services, just
+// fakeIPAM is a small in-memory implementation of the services, just
 // enough for the commands' tests. It records every request with its
 // metadata.
 type fakeIPAM struct {
 	ipamv1.UnimplementedPoolServiceServer
 	ipamv1.UnimplementedAllocationServiceServer
 	ipamv1.UnimplementedAuditServiceServer
+	ipamv1.UnimplementedAnnouncementServiceServer
+	ipamv1.UnimplementedAnnouncerServiceServer
 
 	mu       sync.Mutex
 	requests []proto.Message
@@ -39,6 +42,10 @@ type fakeIPAM struct {
 	pools    map[string]*ipamv1.Pool
 	allocs   map[string]*ipamv1.Allocation
 	audit    []*ipamv1.AuditRecord
+	// configs are the announcement resources by name.
+	configs map[string]proto.Message
+	// announcers are the announcers by name.
+	announcers map[string]*ipamv1.Announcer
 	// pageSize is the page size when a request asks for none.
 	pageSize int
 	// err, if set, fails every call.
@@ -55,9 +62,11 @@ type fakeIPAM struct {
 
 func newFake() *fakeIPAM {
 	return &fakeIPAM{
-		pools:    map[string]*ipamv1.Pool{},
-		allocs:   map[string]*ipamv1.Allocation{},
-		pageSize: 100,
+		pools:      map[string]*ipamv1.Pool{},
+		allocs:     map[string]*ipamv1.Allocation{},
+		configs:    map[string]proto.Message{},
+		announcers: map[string]*ipamv1.Announcer{},
+		pageSize:   100,
 	}
 }
 
@@ -82,6 +91,8 @@ func (f *fakeIPAM) start(t *testing.T, opts ...grpc.ServerOption) string {
 	ipamv1.RegisterPoolServiceServer(s, f)
 	ipamv1.RegisterAllocationServiceServer(s, f)
 	ipamv1.RegisterAuditServiceServer(s, f)
+	ipamv1.RegisterAnnouncementServiceServer(s, f)
+	ipamv1.RegisterAnnouncerServiceServer(s, f)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -401,8 +412,15 @@ type result struct {
 
 // run runs beaconctl with args and the environment env (nil: empty).
 func run(ctx context.Context, env map[string]string, args ...string) result {
+	return runStdin(ctx, env, nil, args...)
+}
+
+// runStdin runs beaconctl with args, the environment env (nil: empty) and
+// standard input stdin (nil: none).
+func runStdin(ctx context.Context, env map[string]string, stdin io.Reader, args ...string) result {
 	var stdout, stderr syncBuffer
 	cmd := NewRootCommand(Env{
+		Stdin:  stdin,
 		Stdout: &stdout,
 		Stderr: &stderr,
 		Getenv: func(k string) string { return env[k] },

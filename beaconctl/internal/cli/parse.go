@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
@@ -134,4 +137,115 @@ func editRanges(current, add, remove []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// parseSelector reads KEY=VALUE[,KEY=VALUE...] into a label selector whose
+// match_labels are those pairs.
+func parseSelector(flag, s string) (*ipamv1.LabelSelector, error) {
+	sel := &ipamv1.LabelSelector{MatchLabels: map[string]string{}}
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--%s %q: want KEY=VALUE[,KEY=VALUE...]", flag, s)
+		}
+		if _, dup := sel.MatchLabels[k]; dup {
+			return nil, fmt.Errorf("--%s %q: label %s given twice", flag, s, k)
+		}
+		sel.MatchLabels[k] = strings.TrimSpace(v)
+	}
+	return sel, nil
+}
+
+// parseSelectors reads one selector per value of a repeatable selector
+// flag. A single empty value stands for no selectors, so that an update
+// can clear the list.
+func parseSelectors(flag string, vals []string) ([]*ipamv1.LabelSelector, error) {
+	if len(vals) == 1 && vals[0] == "" {
+		return nil, nil
+	}
+	out := make([]*ipamv1.LabelSelector, 0, len(vals))
+	for _, v := range vals {
+		sel, err := parseSelector(flag, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sel)
+	}
+	return out, nil
+}
+
+// parseNodePriorities reads PRIORITY:KEY=VALUE[,KEY=VALUE...] tiers; a
+// single empty value stands for none. "PRIORITY:" alone selects every node.
+func parseNodePriorities(flag string, vals []string) ([]*ipamv1.NodePriority, error) {
+	if len(vals) == 1 && vals[0] == "" {
+		return nil, nil
+	}
+	out := make([]*ipamv1.NodePriority, 0, len(vals))
+	for _, v := range vals {
+		prio, sel, ok := strings.Cut(v, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(prio), 10, 32)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("--%s %q: want PRIORITY:KEY=VALUE[,KEY=VALUE...] with PRIORITY 0 or more", flag, v)
+		}
+		np := &ipamv1.NodePriority{Priority: int32(n), NodeSelector: &ipamv1.LabelSelector{}}
+		if sel != "" {
+			if np.NodeSelector, err = parseSelector(flag, sel); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, np)
+	}
+	return out, nil
+}
+
+// editAliases applies NAME=VALUE (set, in place or appended) and, when
+// removals are allowed, NAME- (remove) edits to a copy of aliases.
+func editAliases(flag string, aliases []*ipamv1.CommunityAlias, edits []string, removals bool) ([]*ipamv1.CommunityAlias, error) {
+	out := make([]*ipamv1.CommunityAlias, 0, len(aliases)+len(edits))
+	for _, a := range aliases {
+		out = append(out, &ipamv1.CommunityAlias{Name: a.GetName(), Value: a.GetValue()})
+	}
+	for _, e := range edits {
+		if name, value, ok := strings.Cut(e, "="); ok && name != "" && value != "" {
+			if i := slices.IndexFunc(out, func(a *ipamv1.CommunityAlias) bool { return a.GetName() == name }); i >= 0 {
+				out[i].Value = value
+			} else {
+				out = append(out, &ipamv1.CommunityAlias{Name: name, Value: value})
+			}
+			continue
+		}
+		name, ok := strings.CutSuffix(e, "-")
+		if !removals || !ok || name == "" || strings.Contains(name, "=") {
+			if removals {
+				return nil, fmt.Errorf("--%s %q: want NAME=VALUE or NAME-", flag, e)
+			}
+			return nil, fmt.Errorf("--%s %q: want NAME=VALUE", flag, e)
+		}
+		out = slices.DeleteFunc(out, func(a *ipamv1.CommunityAlias) bool { return a.GetName() == name })
+	}
+	return out, nil
+}
+
+// parseTrafficPolicy reads cluster or local.
+func parseTrafficPolicy(s string) (ipamv1.TrafficPolicy, error) {
+	switch strings.ToLower(s) {
+	case "cluster":
+		return ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER, nil
+	case "local":
+		return ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL, nil
+	}
+	return 0, fmt.Errorf("--traffic-policy %q: want cluster or local", s)
+}
+
+// optionalDuration is d as a protobuf duration, nil for 0 (the server's
+// default); negative durations are refused.
+func optionalDuration(flag string, d time.Duration) (*durationpb.Duration, error) {
+	switch {
+	case d < 0:
+		return nil, fmt.Errorf("--%s must not be negative", flag)
+	case d == 0:
+		return nil, nil
+	}
+	return durationpb.New(d), nil
 }

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -186,5 +188,98 @@ func TestParseFamilyAndDualStack(t *testing.T) {
 	}
 	if _, err := parseDualStack("single"); err == nil {
 		t.Error("parseDualStack(single) succeeded")
+	}
+}
+
+func TestParseSelectors(t *testing.T) {
+	tests := []struct {
+		vals    []string
+		want    []*ipamv1.LabelSelector
+		wantErr string
+	}{
+		{vals: []string{"zone=a"}, want: []*ipamv1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}},
+		{vals: []string{"zone=a,role=edge", " rack = r1 "}, want: []*ipamv1.LabelSelector{
+			{MatchLabels: map[string]string{"zone": "a", "role": "edge"}},
+			{MatchLabels: map[string]string{"rack": "r1"}},
+		}},
+		{vals: []string{"k=a=b,e="}, want: []*ipamv1.LabelSelector{{MatchLabels: map[string]string{"k": "a=b", "e": ""}}}},
+		{vals: []string{""}, want: nil},
+		{vals: []string{"a=1", ""}, wantErr: `--node-selector "": want KEY=VALUE`},
+		{vals: []string{"a"}, wantErr: `--node-selector "a": want KEY=VALUE`},
+		{vals: []string{"=1"}, wantErr: "want KEY=VALUE"},
+		{vals: []string{"a=1,"}, wantErr: "want KEY=VALUE"},
+		{vals: []string{"a=1,a=1"}, wantErr: "label a given twice"},
+	}
+	for _, tt := range tests {
+		got, err := parseSelectors("node-selector", tt.vals)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseSelectors(%q): error %v, want one containing %q", tt.vals, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseSelectors(%q): %v", tt.vals, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+			t.Errorf("parseSelectors(%q) (-want +got):\n%s", tt.vals, diff)
+		}
+	}
+}
+
+func TestParseNodePriorities(t *testing.T) {
+	got, err := parseNodePriorities("node-priority", []string{"1:rack=r1,zone=a", " 0 :", "20:x=y"})
+	want := []*ipamv1.NodePriority{
+		{Priority: 1, NodeSelector: &ipamv1.LabelSelector{MatchLabels: map[string]string{"rack": "r1", "zone": "a"}}},
+		{Priority: 0, NodeSelector: &ipamv1.LabelSelector{}},
+		{Priority: 20, NodeSelector: &ipamv1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}},
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("parseNodePriorities (-want +got):\n%s", diff)
+	}
+	if got, err := parseNodePriorities("node-priority", []string{""}); err != nil || got != nil {
+		t.Errorf(`parseNodePriorities("") = %v, %v; want none`, got, err)
+	}
+	for _, bad := range []string{"1", "a:x=y", "-1:x=y", "1:x", "99999999999:x=y"} {
+		if _, err := parseNodePriorities("node-priority", []string{bad}); err == nil {
+			t.Errorf("parseNodePriorities(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestEditAliases(t *testing.T) {
+	current := []*ipamv1.CommunityAlias{{Name: "a", Value: "1:1"}, {Name: "b", Value: "1:2"}}
+	tests := []struct {
+		name     string
+		edits    []string
+		removals bool
+		want     []*ipamv1.CommunityAlias
+		wantErr  bool
+	}{
+		{name: "change in place, append, remove", edits: []string{"a=9:9", "c=large:1:2:3", "b-"}, removals: true, want: []*ipamv1.CommunityAlias{{Name: "a", Value: "9:9"}, {Name: "c", Value: "large:1:2:3"}}},
+		{name: "remove absent", edits: []string{"z-"}, removals: true, want: current},
+		{name: "removal not allowed", edits: []string{"a-"}, wantErr: true},
+		{name: "no value", edits: []string{"a="}, removals: true, wantErr: true},
+		{name: "no name", edits: []string{"=1:1"}, removals: true, wantErr: true},
+		{name: "bare name", edits: []string{"a"}, removals: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := proto.Clone(&ipamv1.Community{Aliases: current})
+			got, err := editAliases("alias", current, tt.edits, tt.removals)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); !tt.wantErr && diff != "" {
+				t.Errorf("aliases (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, &ipamv1.Community{Aliases: current}, protocmp.Transform()); diff != "" {
+				t.Errorf("the input changed (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -23,6 +23,8 @@ const (
 
 // Env is what the commands use of the process: its streams and environment.
 type Env struct {
+	// Stdin is read by -f - and --password-stdin; nil reads as empty.
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 	// Getenv looks up an environment variable; "" means unset.
@@ -31,7 +33,7 @@ type Env struct {
 
 // OSEnv is the process's own Env.
 func OSEnv() Env {
-	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
 // globals holds the values of the global flags.
@@ -58,14 +60,18 @@ func NewRootCommand(env Env) *cobra.Command {
 	g := &globals{env: env}
 	root := &cobra.Command{
 		Use:   "beaconctl",
-		Short: "Manage Beacon address pools, allocations and audit records",
+		Short: "Manage Beacon address pools, allocations, announcements and audit records",
 		Long: `beaconctl talks to a Beacon IPAM server (ipamd) over gRPC. It manages
 pools (the address ranges that allocations draw from), allocations (the
-addresses held by an owner such as a Service) and reads the audit trail.
+addresses held by an owner such as a Service), how addresses are announced
+(L2 and BGP advertisements, BGP peers, BFD profiles, community aliases),
+inspects and drains the announcers on the nodes, and reads the audit trail.
 
 Pool names may be given short: "web" and "pools/web" are the same pool.
 Allocations are named "tenants/{tenant}/allocations/{id}"; commands that
-take an allocation also accept OWNER together with --tenant.
+take an allocation also accept OWNER together with --tenant. Announcement
+resources and announcers are named "tenants/{tenant}/{collection}/{id}";
+commands take the ID with --tenant, or the full name.
 
 By default beaconctl connects in plaintext to the local ipamd at
 ` + DefaultServer + `. Set --server (or ` + EnvServer + `) to reach another
@@ -77,6 +83,10 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
 
   # Give the Service default/web an address from any auto-assigned pool.
   beaconctl alloc allocate default/web --tenant acme
+
+  # Announce pool web with ARP/NDP, and see which node does.
+  beaconctl l2adv create web --tenant acme --pool web
+  beaconctl announcer list --tenant acme
 
   # Talk to a remote server over TLS, printing JSON.
   beaconctl --server ipam.example.net:7400 --tls --ca ca.pem -o json pool get web`,
@@ -105,6 +115,12 @@ certificates. A token from --token (or ` + EnvToken + `) is sent as
 		newPoolCommand(g),
 		newAllocCommand(g),
 		newAuditCommand(g),
+		newConfigCommand(g, l2AdvKind()),
+		newConfigCommand(g, bgpAdvKind()),
+		newConfigCommand(g, peerKind()),
+		newConfigCommand(g, bfdKind()),
+		newConfigCommand(g, communityKind()),
+		newAnnouncerCommand(g),
 		newVersionCommand(g),
 	)
 	return root

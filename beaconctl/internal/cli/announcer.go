@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/beaconlb/beacon/beaconctl/internal/output"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+func newAnnouncerCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "announcer",
+		Aliases: []string{"announcers"},
+		Short:   "Inspect the nodes that announce addresses, and drain them",
+		Long: `Inspect announcers, the nodes that announce allocated addresses over L2
+and BGP, and drain them before maintenance.
+
+An announcer is named "tenants/TENANT/announcers/NODE"; commands take the
+NODE with --tenant, or the full name. list shows the nodes subscribed now
+(live); get also finds a node that is drained while away.`,
+		Example: `  beaconctl announcer list
+  beaconctl announcer get node-1 --tenant acme
+  beaconctl announcer drain node-1 --tenant acme
+  beaconctl announcer undrain node-1 --tenant acme`,
+	}
+	cmd.AddCommand(
+		newAnnouncerGetCommand(g),
+		newAnnouncerListCommand(g),
+		newAnnouncerDrainCommand(g, true),
+		newAnnouncerDrainCommand(g, false),
+	)
+	return cmd
+}
+
+func announcerClient(g *globals) (ipamv1.AnnouncerServiceClient, func(), error) {
+	conn, err := g.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ipamv1.NewAnnouncerServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func announcerResourceName(a *ipamv1.Announcer) string { return a.GetName() }
+
+func newAnnouncerGetCommand(g *globals) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "get NODE --tenant TENANT",
+		Short: "Show what a node announces, on which interfaces, to which peers",
+		Long: `Show an announcer: whether it is live and drained, its labels and
+interfaces, each address it reports it announces with the protocol and the
+interfaces (L2) or peers (BGP), and each BGP session with its state and
+BFD ("up", or "-" when BFD is down or not configured).`,
+		Example: `  beaconctl announcer get node-1 --tenant acme
+  beaconctl announcer get tenants/acme/announcers/node-1 -o json`,
+		Args: exactArgs("NODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := parseConfigRef("announcers", args[0], tenant)
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := announcerClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := g.callContext(cmd.Context())
+			defer cancel()
+			resp, err := client.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: ref.Name})
+			if err != nil {
+				return err
+			}
+			return printOne(g, cmd.OutOrStdout(), resp.GetAnnouncer(), announcerResourceName, func(w io.Writer, as []*ipamv1.Announcer) error {
+				return output.AnnouncerDetails(w, as[0])
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "`TENANT` of the node (required unless NODE is a full name)")
+	return cmd
+}
+
+func newAnnouncerListCommand(g *globals) *cobra.Command {
+	var (
+		tenant string
+		pages  pageFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the announcers subscribed now",
+		Long: `List the announcers subscribed now (live), in name order, of one tenant
+or of every tenant. A node drained while away is not listed; 'announcer get'
+finds it.
+
+INTERFACES marks the interfaces that are down, ANNOUNCED counts the
+addresses the node reports it announces, and SESSIONS is its established
+and configured BGP sessions (ESTABLISHED/TOTAL).`,
+		Example: `  beaconctl announcer list
+  beaconctl announcer list --tenant acme -o json`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			parent, err := tenantParent(tenant)
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := announcerClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			anns, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Announcer, string, error) {
+				resp, err := client.ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: parent, PageSize: pages.size, PageToken: token})
+				return resp.GetAnnouncers(), resp.GetNextPageToken(), err
+			})
+			if err != nil {
+				return err
+			}
+			return printList(g, cmd.OutOrStdout(), anns, announcerResourceName, output.AnnouncerTable)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&tenant, "tenant", "-", "`TENANT` whose announcers to list; \"-\" for every tenant")
+	pages.register(fs, "announcers")
+	return cmd
+}
+
+// newAnnouncerDrainCommand builds announcer drain, or announcer undrain.
+func newAnnouncerDrainCommand(g *globals, drain bool) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "drain NODE --tenant TENANT",
+		Short: "Move a node's addresses away and withdraw its routes, before maintenance",
+		Long: `Drain a node before maintenance: its L2 addresses move to other nodes (the
+new node announces before this one stops) and its BGP routes are withdrawn.
+The drain lasts until 'announcer undrain', also across the node's
+restarts. Draining is idempotent.
+
+A node that is not subscribed now can be drained ahead of time; as that is
+also what a misspelt NODE does, a warning says so.`,
+		Example: `  beaconctl announcer drain node-1 --tenant acme
+  beaconctl announcer drain tenants/acme/announcers/node-1 -o json`,
+	}
+	if !drain {
+		cmd.Use = "undrain NODE --tenant TENANT"
+		cmd.Short = "End a node's drain, so that it announces again"
+		cmd.Long = `End the drain of a node, so that it may announce addresses again.
+Undraining a node that is not drained changes nothing.
+
+The server answers NotFound when the node is not subscribed now, even
+though the drain has ended.`
+		cmd.Example = `  beaconctl announcer undrain node-1 --tenant acme
+  beaconctl announcer undrain tenants/acme/announcers/node-1 -o name`
+	}
+	cmd.Args = exactArgs("NODE")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ref, err := parseConfigRef("announcers", args[0], tenant)
+		if err != nil {
+			return err
+		}
+		client, closeConn, err := announcerClient(g)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		ctx, cancel := g.callContext(cmd.Context())
+		defer cancel()
+		var a *ipamv1.Announcer
+		if drain {
+			resp, err := client.DrainAnnouncer(ctx, &ipamv1.DrainAnnouncerRequest{Name: ref.Name})
+			if err != nil {
+				return err
+			}
+			a = resp.GetAnnouncer()
+		} else {
+			resp, err := client.UndrainAnnouncer(ctx, &ipamv1.UndrainAnnouncerRequest{Name: ref.Name})
+			if err != nil {
+				return err
+			}
+			a = resp.GetAnnouncer()
+		}
+		if drain && !a.GetLive() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not subscribed now; the drain applies when it subscribes (check the node name)\n", ref.Name)
+		}
+		return printOne(g, cmd.OutOrStdout(), a, announcerResourceName, output.AnnouncerTable)
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "`TENANT` of the node (required unless NODE is a full name)")
+	return cmd
+}
