@@ -409,11 +409,22 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 		drained[ev.Ref.ID] = true
 	}
 	resp := &ipamv1.ListAnnouncersResponse{}
+	live := map[string]bool{}
 	for _, ev := range page.Items {
+		live[ev.Ref.ID] = true
 		resp.Announcers = append(resp.Announcers, a.announcerToProto(ev.Value.(*ipam.Node), true, drained[ev.Ref.ID]))
 	}
 	if page.More && len(page.Items) > 0 {
 		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+	}
+	// Drained nodes that are not subscribed are listed too, so a forgotten
+	// drain can be found (on the last page, after the live ones).
+	if resp.NextPageToken == "" {
+		for _, ev := range drains.Items {
+			if d, ok := ev.Value.(*ipam.Drain); ok && !live[ev.Ref.ID] && ev.Ref.ID > after {
+				resp.Announcers = append(resp.Announcers, a.announcerToProto(&ipam.Node{Tenant: d.Tenant, Name: d.Node}, false, true))
+			}
+		}
 	}
 	return resp, nil
 }
@@ -447,6 +458,10 @@ func (a *announcerService) UndrainAnnouncer(ctx context.Context, req *ipamv1.Und
 		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
 	}
 	out, err := a.announcer(ctx, tenant, node)
+	if errors.Is(err, ipam.ErrNotFound) {
+		// Not subscribed and no longer drained: nothing left to show.
+		return &ipamv1.UndrainAnnouncerResponse{Announcer: a.announcerToProto(&ipam.Node{Tenant: tenant, Name: node}, false, false)}, nil
+	}
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
 	}
