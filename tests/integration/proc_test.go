@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,44 +13,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/beaconlb/beacon/tests/integration/e2e"
 )
 
-// binDir returns the folder holding ipamd and beaconctl, building them once
-// per test run when BEACON_BIN is not set.
+// binDir returns the folder holding ipamd, announcerd and beaconctl:
+// $BEACON_BIN, or a folder they are built into once per test run.
 func binDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("BEACON_BIN"); d != "" {
-		return d
+	d, err := e2e.Binaries()
+	if err != nil {
+		t.Fatal(err)
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "beacon-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		for pkg, name := range map[string]string{
-			"github.com/beaconlb/beacon/services/ipam/cmd/ipamd": "ipamd",
-			"github.com/beaconlb/beacon/beaconctl":               "beaconctl",
-		} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-		builtDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtDir
+	return d
 }
-
-var (
-	buildOnce sync.Once
-	builtDir  string
-	buildErr  error
-)
 
 // daemon is a running ipamd.
 type daemon struct {
