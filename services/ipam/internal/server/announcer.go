@@ -197,7 +197,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	err = g.Wait()
+	// The session ends when any part of it does. Not g.Wait: the receiver
+	// blocks in Recv, and an announcer that hangs with its connection up
+	// (the very case the watchdog is for) never unblocks it, while one that
+	// keeps sending heartbeats would keep it looping; either way the session
+	// would outlive its lease and stay registered nowhere. Returning ends the
+	// stream, which ends the receiver's Recv.
+	<-gctx.Done()
+	err = context.Cause(gctx)
 	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
 	if err == nil || errors.Is(err, context.Canceled) {
 		return nil
