@@ -102,6 +102,12 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		return toStatus(ctx, a.s.logger, method, err)
 	}
 	defer func() {
+		select {
+		case <-a.s.stopping:
+			a.s.logger.InfoContext(ctx, "replica stopping: node lease left to expire unless the announcer reconnects", "node", node.Name, "ttl", nodeLeaseTTL)
+			return
+		default:
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := lease.Revoke(rctx); err != nil {
@@ -130,6 +136,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			return fmt.Errorf("node lease: %w", err)
 		}
 		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-a.s.stopping:
+			return errStopping
+		}
 	})
 	g.Go(func() error { // heartbeat watchdog
 		limit := 3 * a.s.heartbeat
