@@ -199,6 +199,9 @@ func chownFRR(dir string) error {
 // Name implements Router.
 func (f *FRR) Name() string { return "frr@" + f.host.Role }
 
+// Host is the host FRR runs on.
+func (f *FRR) Host() *Host { return f.host }
+
 // Procs are FRR's daemons (bgpd; or zebra, bfdd and bgpd).
 func (f *FRR) Procs() []*Proc { return f.procs }
 
