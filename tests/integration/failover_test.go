@@ -61,3 +61,13 @@ func TestL2Drain(t *testing.T) {
 		t.Errorf("p99 outage %v > 200ms", p)
 	}
 }
+
+// A hung announcer (SIGSTOP: its connection stays up, its heartbeats stop)
+// loses its addresses when the IPAM's heartbeat watchdog (three missed
+// 200 ms heartbeats) ends its session.
+func TestL2FailoverHang(t *testing.T) {
+	s := failover(t, e2e.Hang, 5)
+	if p := s.Percentile(99); p > failoverBar {
+		t.Errorf("p99 outage %v > %v", p, failoverBar)
+	}
+}

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -246,4 +248,81 @@ func (c *Cluster) waitRouteBack(ctx context.Context, frr *netlab.FRR, node *Node
 		}
 		return nil
 	})
+}
+
+// FRRNeighbor is what FRR counts for one neighbor.
+type FRRNeighbor struct {
+	State       string
+	UpdatesRecv int
+	Established int // connections established
+	Dropped     int // connections dropped
+}
+
+// FRRNeighborInfo reads FRR's counters for the neighbor at addr.
+func FRRNeighborInfo(ctx context.Context, frr *netlab.FRR, addr netip.Addr) (FRRNeighbor, error) {
+	out, err := frr.Vtysh(ctx, "show bgp neighbors "+addr.String()+" json")
+	if err != nil {
+		return FRRNeighbor{}, err
+	}
+	var m map[string]struct {
+		BGPState     string `json:"bgpState"`
+		MessageStats struct {
+			UpdatesRecv int `json:"updatesRecv"`
+		} `json:"messageStats"`
+		Established int `json:"connectionsEstablished"`
+		Dropped     int `json:"connectionsDropped"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		return FRRNeighbor{}, fmt.Errorf("e2e: frr neighbor json: %w", err)
+	}
+	n, ok := m[addr.String()]
+	if !ok {
+		return FRRNeighbor{}, fmt.Errorf("e2e: frr has no neighbor %s", addr)
+	}
+	return FRRNeighbor{State: n.BGPState, UpdatesRecv: n.MessageStats.UpdatesRecv, Established: n.Established, Dropped: n.Dropped}, nil
+}
+
+// PathWatch polls a router's paths for a prefix in the background and
+// records every poll at which they differed from the expected next hops.
+type PathWatch struct {
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	polls  int
+	missed []string
+}
+
+// WatchPaths starts polling r every interval for prefix via want.
+func WatchPaths(ctx context.Context, r netlab.Router, prefix netip.Prefix, interval time.Duration, want ...netip.Addr) *PathWatch {
+	w := &PathWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			got, err := NextHops(ctx, r, prefix)
+			w.mu.Lock()
+			w.polls++
+			if err != nil || !sameAddrs(got, want) {
+				w.missed = append(w.missed, fmt.Sprintf("%s: %s via %v (%v)", time.Now().Format("15:04:05.000"), prefix, got, err))
+			}
+			w.mu.Unlock()
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+// Stop stops polling and returns how many polls there were and the ones
+// that did not see the expected paths.
+func (w *PathWatch) Stop() (int, []string) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.polls, w.missed
 }

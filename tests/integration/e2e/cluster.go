@@ -329,6 +329,21 @@ func (n *Node) WaitLive(ctx context.Context) error {
 	return nil
 }
 
+// WaitSubscribedSince waits until the node's current IPAM session started
+// after t (a registration that outlived its session does not count).
+func (n *Node) WaitSubscribedSince(ctx context.Context, t time.Time) error {
+	return netlab.Eventually(ctx, 20*time.Second, 10*time.Millisecond, func(ctx context.Context) error {
+		a, err := n.Announcer(ctx)
+		if err != nil {
+			return err
+		}
+		if ct := a.GetConnectTime().AsTime(); !a.GetLive() || ct.Before(t) {
+			return fmt.Errorf("%s: live %v, session started %v, not after %v", n.Name, a.GetLive(), ct, t)
+		}
+		return nil
+	})
+}
+
 // Announcer returns the IPAM's view of the node.
 func (n *Node) Announcer(ctx context.Context) (*ipamv1.Announcer, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

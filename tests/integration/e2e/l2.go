@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -76,6 +77,9 @@ const (
 	LinkDown
 	// Drain calls DrainAnnouncer on the owner (undrained after the trial).
 	Drain
+	// Hang SIGSTOPs the owner's announcerd: its connection stays up but its
+	// heartbeats stop (SIGCONT after the trial; it then reconnects).
+	Hang
 )
 
 func (k FailoverKind) String() string {
@@ -86,6 +90,8 @@ func (k FailoverKind) String() string {
 		return "linkdown"
 	case Drain:
 		return "drain"
+	case Hang:
+		return "hang"
 	}
 	return fmt.Sprintf("FailoverKind(%d)", int(k))
 }
@@ -189,6 +195,8 @@ func (c *Cluster) cause(ctx context.Context, kind FailoverKind, n *Node) error {
 	case Kill:
 		n.Kill()
 		return nil
+	case Hang:
+		return n.Proc().Signal(syscall.SIGSTOP)
 	case LinkDown:
 		_, err := n.Host.Run(ctx, "ip", "link", "set", "eth0", "down")
 		return err
@@ -205,6 +213,11 @@ func (c *Cluster) restore(ctx context.Context, kind FailoverKind, n *Node) error
 	switch kind {
 	case Kill:
 		return n.Start(ctx)
+	case Hang:
+		if err := n.Proc().Signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+		return n.WaitLive(ctx)
 	case LinkDown:
 		if _, err := n.Host.Run(ctx, "ip", "link", "set", "eth0", "up"); err != nil {
 			return err
