@@ -43,10 +43,13 @@ func (h *Host) MonitorRoutes(ctx context.Context) (*RouteMonitor, error) {
 	}()
 	go m.read(pr)
 	// `ip monitor` subscribes before it reads; probe until an event shows
-	// that the subscription is live.
+	// that the subscription is live. Each probe deletes and adds the route:
+	// re-adding an identical route is no change and sends no event, so a
+	// first probe made before the monitor subscribed would never be seen.
 	probe := netip.MustParsePrefix("203.0.113.255/32")
 	err = Eventually(ctx, 5*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
-		if _, err := h.Run(ctx, "ip", "route", "replace", "blackhole", probe.String()); err != nil {
+		_, _ = h.Run(ctx, "ip", "route", "del", "blackhole", probe.String())
+		if _, err := h.Run(ctx, "ip", "route", "add", "blackhole", probe.String()); err != nil {
 			return err
 		}
 		if _, ok := m.Find(probe, false, time.Time{}); !ok {
