@@ -326,3 +326,44 @@ func (w *PathWatch) Stop() (int, []string) {
 	defer w.mu.Unlock()
 	return w.polls, w.missed
 }
+
+// SetupBFD starts FRR (zebra, bgpd, bfdd) with BFD at interval × mult
+// towards every node, creates the matching BFD profile, a BGPPeer using it,
+// pool "bgp" and an advertisement of it, allocates one IPv4 address and
+// returns FRR and the address's prefix.
+func (c *Cluster) SetupBFD(ctx context.Context, interval time.Duration, mult int) (*netlab.FRR, netip.Prefix, error) {
+	frr, err := c.StartFRR(ctx, NodeASN, true, &netlab.FRRBFD{Receive: interval, Transmit: interval, Multiplier: mult})
+	if err != nil {
+		return nil, netip.Prefix{}, err
+	}
+	steps := []func() error{
+		func() error { return c.CreatePool(ctx, "bgp", BGPPoolRanges...) },
+		func() error {
+			return c.CreateBFDProfile(ctx, "fast", &ipamv1.BFDProfile{
+				ReceiveInterval: durationpb.New(interval), TransmitInterval: durationpb.New(interval), DetectMultiplier: uint32(mult),
+			})
+		},
+		func() error {
+			p := BGPPeer(FRRAddr4, NodeASN, nil)
+			p.BfdProfile = "fast"
+			return c.CreateBGPPeer(ctx, "frr", p)
+		},
+		func() error {
+			return c.CreateBGPAdvertisement(ctx, "adv", &ipamv1.BGPAdvertisement{Pools: []string{"pools/bgp"}})
+		},
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return nil, netip.Prefix{}, err
+		}
+	}
+	alloc, err := c.Allocate(ctx, "default/api", "bgp", false)
+	if err != nil {
+		return nil, netip.Prefix{}, err
+	}
+	addrs, err := Addrs(alloc)
+	if err != nil {
+		return nil, netip.Prefix{}, err
+	}
+	return frr, HostPrefix(addrs[0]), nil
+}

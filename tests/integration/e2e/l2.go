@@ -36,6 +36,13 @@ func (s *L2Service) V4() netip.Addr { return s.Addrs[0] }
 // SetupL2 creates pool "l2", an L2 advertisement of it on eth0 and a
 // dual-stack allocation from it, waits until one node announces both
 // addresses, and makes the client resolve them to that node.
+//
+// The planner picks an owner per address (rendezvous of address and node
+// name), so the two addresses of a dual-stack allocation may go to
+// different nodes; with this lab's node names and pool, the first
+// allocation's two land on one node, which the failover measurements rely
+// on (after a move, both follow the only other node). WaitL2Owner fails,
+// saying so, if that ever changes.
 func (c *Cluster) SetupL2(ctx context.Context) (*L2Service, error) {
 	if err := c.CreatePool(ctx, "l2", L2PoolRanges...); err != nil {
 		return nil, err
