@@ -30,7 +30,13 @@ func TestBFDWithdraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("BFD 50ms x 3: route out of FRR's kernel %v", s)
-	if p := s.Percentile(100); p > 400*time.Millisecond {
-		t.Errorf("slowest withdrawal %v > 400ms", p)
+	// Detection is 150 ms, FRR and zebra add ~60 ms. A CPU-starved machine
+	// stretches single trials, so the bar is on the median; the hold
+	// timer (3 s) would be ten times slower.
+	if p := s.Percentile(50); p > 300*time.Millisecond {
+		t.Errorf("median withdrawal %v > 300ms", p)
+	}
+	if p := s.Percentile(100); p > time.Second {
+		t.Errorf("slowest withdrawal %v > 1s: not BFD", p)
 	}
 }

@@ -53,7 +53,7 @@ func TestIPAMRestartKeepsAnnouncements(t *testing.T) {
 	}
 	frrBefore := frrNeighbors(ctx, t, frr, nextHops)
 
-	paths := e2e.WatchPaths(ctx, frr, prefix, 20*time.Millisecond, nextHops...)
+	paths := e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, nextHops...)
 	prober, err := c.StartARPProber(svc.V4(), 5*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

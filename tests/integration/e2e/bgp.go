@@ -154,7 +154,7 @@ func NextHops(ctx context.Context, r netlab.Router, prefix netip.Prefix) ([]neti
 // WaitNextHops waits until r's paths for prefix come from exactly the
 // next hops want (in any order; none: no path).
 func WaitNextHops(ctx context.Context, r netlab.Router, prefix netip.Prefix, timeout time.Duration, want ...netip.Addr) error {
-	return netlab.Eventually(ctx, timeout, 20*time.Millisecond, func(ctx context.Context) error {
+	return netlab.Eventually(ctx, timeout, 25*time.Millisecond, func(ctx context.Context) error {
 		got, err := NextHops(ctx, r, prefix)
 		if err != nil {
 			return err
@@ -181,20 +181,30 @@ func sameAddrs(a, b []netip.Addr) bool {
 // HostPrefix is the /32 or /128 of a.
 func HostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
-// WaitBFDUp waits until FRR's bfdd has the session with peer up.
-func WaitBFDUp(ctx context.Context, frr *netlab.FRR, peer netip.Addr, timeout time.Duration) error {
-	return netlab.Eventually(ctx, timeout, 20*time.Millisecond, func(ctx context.Context) error {
-		peers, err := frr.BFDPeers(ctx)
+// WaitBFDUp waits until FRR's bfdd has had the session with peer up for
+// at least stable (whole seconds, as bfdd counts).
+func WaitBFDUp(ctx context.Context, frr *netlab.FRR, peer netip.Addr, stable, timeout time.Duration) error {
+	return netlab.Eventually(ctx, timeout, 100*time.Millisecond, func(ctx context.Context) error {
+		out, err := frr.Vtysh(ctx, "show bfd peers json")
 		if err != nil {
 			return err
 		}
+		var peers []struct {
+			Peer   string `json:"peer"`
+			Status string `json:"status"`
+			Uptime int    `json:"uptime"`
+		}
+		if err := json.Unmarshal([]byte(out), &peers); err != nil {
+			return fmt.Errorf("bfd peers json: %w", err)
+		}
 		for _, p := range peers {
-			if p.Peer == peer.String() {
-				if p.Status != "up" {
-					return fmt.Errorf("BFD with %s is %s", peer, p.Status)
-				}
-				return nil
+			if p.Peer != peer.String() {
+				continue
 			}
+			if p.Status != "up" || time.Duration(p.Uptime)*time.Second < stable {
+				return fmt.Errorf("BFD with %s is %s since %ds", peer, p.Status, p.Uptime)
+			}
+			return nil
 		}
 		return fmt.Errorf("no BFD session with %s", peer)
 	})
@@ -234,11 +244,12 @@ func (c *Cluster) MeasureBFDWithdraw(ctx context.Context, frr *netlab.FRR, mon *
 // waitRouteBack waits until FRR has BFD up with node and prefix in its
 // kernel table.
 func (c *Cluster) waitRouteBack(ctx context.Context, frr *netlab.FRR, node *Node, prefix netip.Prefix) error {
-	addr := NodeAddr4(node.Index)
-	if err := WaitBFDUp(ctx, frr, addr, 30*time.Second); err != nil {
+	// A session that has just come up may flap once more (netns-lab.md):
+	// measure only from a session up for a second.
+	if err := WaitBFDUp(ctx, frr, NodeAddr4(node.Index), time.Second, 45*time.Second); err != nil {
 		return err
 	}
-	return netlab.Eventually(ctx, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+	return netlab.Eventually(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		out, err := frr.Vtysh(ctx, "show ip route "+prefix.String()+" json")
 		if err != nil {
 			return err
