@@ -76,7 +76,7 @@ func startIPAMD(t *testing.T, args ...string) *daemon {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-d.exited
+			t.Logf("ipamd killed at cleanup: %v", <-d.exited)
 		}
 		if t.Failed() {
 			t.Logf("ipamd logs:\n%s", d.logText())
@@ -98,8 +98,8 @@ func (d *daemon) logText() string {
 	return d.logs.String()
 }
 
-// stop sends SIGTERM and returns the exit error and how long it took.
-func (d *daemon) stop(t *testing.T) (error, time.Duration) {
+// stop sends SIGTERM and returns how long ipamd took to exit, and how.
+func (d *daemon) stop(t *testing.T) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -107,11 +107,11 @@ func (d *daemon) stop(t *testing.T) (error, time.Duration) {
 	}
 	select {
 	case err := <-d.exited:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("ipamd still running 30s after SIGTERM\n%s", d.logText())
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // ctl runs beaconctl against d and returns its stdout; it fails the test on

@@ -83,7 +83,7 @@ func (h *Host) StartBIRD(ctx context.Context, c BIRDConfig) (*BIRD, error) {
 	b := &BIRD{host: h, sock: sock, proc: p, cfg: c}
 	if err := Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("bird exited (%v): %s", err, p.Tail(5))
+			return fmt.Errorf("bird exited (%w): %s", err, p.Tail(5))
 		}
 		_, err := b.Birdc(ctx, "show", "status")
 		return err

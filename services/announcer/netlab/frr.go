@@ -159,7 +159,7 @@ func (h *Host) StartFRR(ctx context.Context, c FRRConfig) (*FRR, error) {
 	if err := Eventually(ctx, 15*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		for _, p := range f.procs {
 			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("%s exited (%v): %s", p.Name, err, p.Tail(5))
+				return fmt.Errorf("%s exited (%w): %s", p.Name, err, p.Tail(5))
 			}
 		}
 		_, err := f.Vtysh(ctx, "show bgp summary json")

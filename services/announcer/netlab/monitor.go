@@ -39,7 +39,7 @@ func (h *Host) MonitorRoutes(ctx context.Context) (*RouteMonitor, error) {
 	m := &RouteMonitor{proc: p, cond: make(chan struct{})}
 	go func() {
 		<-p.Done()
-		pw.Close()
+		_ = pw.Close()
 	}()
 	go m.read(pr)
 	// `ip monitor` subscribes before it reads; probe until an event shows

@@ -68,7 +68,7 @@ func (h *Host) Start(name string, argv []string, opts *ProcOptions) (*Proc, erro
 	// race the Lab's orderly stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("netlab: start %s in %s: %w", argv[0], h.Role, err)
 	}
 	p := &Proc{
@@ -91,7 +91,7 @@ func (p *Proc) wait() {
 	p.mu.Lock()
 	p.waitErr = err
 	p.mu.Unlock()
-	p.logFile.Close()
+	_ = p.logFile.Close()
 	close(p.done)
 }
 

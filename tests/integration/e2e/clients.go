@@ -133,7 +133,7 @@ func (c *Cluster) Resolve(ctx context.Context, addr netip.Addr, want net.Hardwar
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("e2e: client's entry for %s is %v %s (%v), want %s", addr, n.MAC, n.State, err, want)
+			return fmt.Errorf("e2e: client's entry for %s is %v %s, want %s (last read: %w)", addr, n.MAC, n.State, want, err)
 		}
 	}
 }

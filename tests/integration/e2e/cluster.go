@@ -208,7 +208,7 @@ func (c *Cluster) StartIPAMD(ctx context.Context) error {
 	c.mu.Unlock()
 	err = netlab.Eventually(ctx, 60*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("ipamd exited (%v): %s", err, p.Tail(20))
+			return fmt.Errorf("ipamd exited (%w): %s", err, p.Tail(20))
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -307,7 +307,7 @@ func (n *Node) WaitLive(ctx context.Context) error {
 	p := n.Proc()
 	err := netlab.Eventually(ctx, 20*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("announcerd exited (%v): %s", err, p.Tail(20))
+			return fmt.Errorf("announcerd exited (%w): %s", err, p.Tail(20))
 		}
 		a, err := n.Announcer(ctx)
 		if err != nil {

@@ -137,7 +137,7 @@ func (c *Cluster) MeasureFailover(ctx context.Context, svc *L2Service, kind Fail
 	}
 	for _, a := range svc.Addrs {
 		if n, err := c.Neigh(a); err != nil || !bytes.Equal(n.MAC, svc.Owner.MAC) {
-			return nil, fmt.Errorf("e2e: before the first trial the client has %s at %v %s (%v), want %s", a, n.MAC, n.State, err, svc.Owner.MAC)
+			return nil, fmt.Errorf("e2e: before the first trial the client has %s at %v %s, want %s (read: %w)", a, n.MAC, n.State, svc.Owner.MAC, err)
 		}
 	}
 	var out []Failover
