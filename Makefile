@@ -47,8 +47,9 @@ deps: ## Install the Debian packages the tests need, if any is missing (needs ro
 ## ---- build and run ---------------------------------------------------------
 
 .PHONY: build
-build: ## Build ipamd and beaconctl into bin/.
+build: ## Build ipamd, announcerd and beaconctl into bin/.
 	go build -o $(BIN)/ipamd ./services/ipam/cmd/ipamd
+	go build -o $(BIN)/announcerd ./services/announcer/cmd/announcerd
 	go build -o $(BIN)/beaconctl ./beaconctl
 
 .PHONY: run

@@ -2,4 +2,25 @@ module github.com/beaconlb/beacon/tests/integration
 
 go 1.26.0
 
-require github.com/google/go-cmp v0.7.0
+require (
+	github.com/beaconlb/beacon/proto v0.0.0
+	github.com/beaconlb/beacon/services/announcer v0.0.0
+	github.com/google/go-cmp v0.7.0
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.48.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+)
+
+replace (
+	github.com/beaconlb/beacon/pkg => ../../pkg
+	github.com/beaconlb/beacon/proto => ../../proto
+	github.com/beaconlb/beacon/services/announcer => ../../services/announcer
+)

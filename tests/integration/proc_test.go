@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,44 +13,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/beaconlb/beacon/tests/integration/e2e"
 )
 
-// binDir returns the folder holding ipamd and beaconctl, building them once
-// per test run when BEACON_BIN is not set.
+// binDir returns the folder holding ipamd, announcerd and beaconctl:
+// $BEACON_BIN, or a folder they are built into once per test run.
 func binDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("BEACON_BIN"); d != "" {
-		return d
+	d, err := e2e.Binaries()
+	if err != nil {
+		t.Fatal(err)
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "beacon-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		for pkg, name := range map[string]string{
-			"github.com/beaconlb/beacon/services/ipam/cmd/ipamd": "ipamd",
-			"github.com/beaconlb/beacon/beaconctl":               "beaconctl",
-		} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-		builtDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtDir
+	return d
 }
-
-var (
-	buildOnce sync.Once
-	builtDir  string
-	buildErr  error
-)
 
 // daemon is a running ipamd.
 type daemon struct {
@@ -102,7 +76,7 @@ func startIPAMD(t *testing.T, args ...string) *daemon {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-d.exited
+			t.Logf("ipamd killed at cleanup: %v", <-d.exited)
 		}
 		if t.Failed() {
 			t.Logf("ipamd logs:\n%s", d.logText())
@@ -124,8 +98,8 @@ func (d *daemon) logText() string {
 	return d.logs.String()
 }
 
-// stop sends SIGTERM and returns the exit error and how long it took.
-func (d *daemon) stop(t *testing.T) (error, time.Duration) {
+// stop sends SIGTERM and returns how long ipamd took to exit, and how.
+func (d *daemon) stop(t *testing.T) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -133,11 +107,11 @@ func (d *daemon) stop(t *testing.T) (error, time.Duration) {
 	}
 	select {
 	case err := <-d.exited:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("ipamd still running 30s after SIGTERM\n%s", d.logText())
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // ctl runs beaconctl against d and returns its stdout; it fails the test on

@@ -58,7 +58,7 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("/metrics has no rpc_server metrics")
 	}
 
-	err, took := d.stop(t)
+	took, err := d.stop(t)
 	if err != nil {
 		t.Fatalf("ipamd exit on SIGTERM: %v\n%s", err, d.logText())
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // The bar: node death to withdrawal at the router, p99.

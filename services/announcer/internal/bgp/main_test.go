@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // TestMain lets the test binary double as the speaker child that bgplab

@@ -7,7 +7,7 @@ import (
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // TestRoutersReceiveTheirRoutes peers one speaker with FRR (eBGP, IPv4 and

@@ -8,7 +8,7 @@ import (
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // TestTCPMD5 peers with two FRR routers that want TCP-MD5: with the right

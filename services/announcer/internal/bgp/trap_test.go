@@ -8,7 +8,7 @@ import (
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp/bgplab"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // TestStaleRouteTrap reproduces the scenario of the lab notes: two nodes

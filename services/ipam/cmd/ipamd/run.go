@@ -116,6 +116,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		case <-bgCtx.Done(): // storage gave up: stop serving
 		}
 		hs.Shutdown() // NOT_SERVING, so balancers move away first
+		// Announcer sessions and watches never end on their own: end them
+		// (clients reconnect elsewhere) so that GracefulStop only waits for
+		// unary calls in flight.
+		rep.StopStreams()
 		done := make(chan struct{})
 		go func() { gs.GracefulStop(); close(done) }()
 		select {

@@ -164,26 +164,46 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 	plans := planner.Plans(in, in.L2Owners)
 	// Make before break: nodes that take over addresses hear of it before
 	// the nodes that give them up.
-	var later []*Session
+	type next struct {
+		s *Session
+		p *ipam.NodePlan
+	}
+	var later []next
 	for _, s := range sessions {
-		p := plans[s.Node]
-		if p == nil {
-			p = &ipam.NodePlan{}
+		p, ok := planFor(plans, s)
+		if !ok {
+			continue
 		}
 		if gainsL2(s.Plan(), p) {
 			s.setWant(p)
 		} else {
-			later = append(later, s)
+			later = append(later, next{s, p})
 		}
 	}
-	for _, s := range later {
-		p := plans[s.Node]
-		if p == nil {
-			p = &ipam.NodePlan{}
-		}
-		s.setWant(p)
+	for _, n := range later {
+		n.s.setWant(n.p)
 	}
 	return err
+}
+
+// planFor returns the plan to hand a session, or false when it must wait.
+// The planner has no plan for a node until the node's registration, written
+// just before the session attached, has come back through the watch. A
+// session that has had no plan yet waits for it: an empty first snapshot
+// would make a reconnecting announcer withdraw every route and stop
+// answering L2 until its real plan followed. Once a session has had a plan,
+// no plan means the node is no longer live, and it must announce nothing.
+func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool) {
+	if p := plans[s.Node]; p != nil {
+		return p, true
+	}
+	s.mu.Lock()
+	started := s.want != nil
+	s.mu.Unlock()
+	if !started {
+		return nil, false
+	}
+	return &ipam.NodePlan{}, true
 }
 
 // recordOwners commits the L2 owners the planner chooses where they differ

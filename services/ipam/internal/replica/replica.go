@@ -103,6 +103,9 @@ func (r *Replica) Load(ctx context.Context) error {
 // Register registers the replica's gRPC services.
 func (r *Replica) Register(g grpc.ServiceRegistrar) { r.server.Register(g) }
 
+// StopStreams ends the long-lived streams; see server.Server.StopStreams.
+func (r *Replica) StopStreams() { r.server.StopStreams() }
+
 // Run commits, follows etcd and expires allocations until ctx is done.
 func (r *Replica) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)

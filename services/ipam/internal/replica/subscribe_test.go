@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
@@ -254,4 +256,47 @@ func TestSubscribeBGPPlan(t *testing.T) {
 	if r.GetLocalPref() != 150 {
 		t.Errorf("local pref = %d", r.GetLocalPref())
 	}
+}
+
+// An announcer that hangs with its connection up (no heartbeats, nothing
+// sent, nothing closed) has its session ended by the heartbeat watchdog,
+// and its registration with it.
+func TestSubscribeSilentAnnouncerEnds(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{Heartbeat: 100 * time.Millisecond})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := ctxT(t)
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{Parent: "tenants/c1", Node: "hung"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("session ended with %v, want DeadlineExceeded (no heartbeat)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the silent announcer's session is still open 5s later")
+	}
+	anns := ipamv1.NewAnnouncerServiceClient(conn)
+	waitFor(t, "the hung node to be unregistered", func() bool {
+		_, err := anns.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: "tenants/c1/announcers/hung"})
+		return status.Code(err) == codes.NotFound
+	})
 }

@@ -260,6 +260,13 @@ func (a *allocationService) WatchAllocations(req *ipamv1.WatchAllocationsRequest
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() { // StopStreams ends the watch
+		select {
+		case <-a.s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var sendErr error
 	err := a.s.r.WatchKind(ctx, ipam.KindAllocation, prefix, rev, func(events []ipam.Event, at int64) {
 		msg := &ipamv1.WatchAllocationsResponse{ResumeToken: resumeToken(at)}
@@ -284,6 +291,11 @@ func (a *allocationService) WatchAllocations(req *ipamv1.WatchAllocationsRequest
 	}
 	if errors.Is(err, context.Canceled) && stream.Context().Err() != nil {
 		return nil
+	}
+	select {
+	case <-a.s.stopping:
+		return errStopping
+	default:
 	}
 	return a.fail(ctx, method, fmt.Errorf("watch: %w", err))
 }

@@ -102,6 +102,12 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		return toStatus(ctx, a.s.logger, method, err)
 	}
 	defer func() {
+		select {
+		case <-a.s.stopping:
+			a.s.logger.InfoContext(ctx, "replica stopping: node lease left to expire unless the announcer reconnects", "node", node.Name, "ttl", nodeLeaseTTL)
+			return
+		default:
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := lease.Revoke(rctx); err != nil {
@@ -130,6 +136,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			return fmt.Errorf("node lease: %w", err)
 		}
 		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-a.s.stopping:
+			return errStopping
+		}
 	})
 	g.Go(func() error { // heartbeat watchdog
 		limit := 3 * a.s.heartbeat
@@ -197,7 +211,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	err = g.Wait()
+	// The session ends when any part of it does. Not g.Wait: the receiver
+	// blocks in Recv, and an announcer that hangs with its connection up
+	// (the very case the watchdog is for) never unblocks it, while one that
+	// keeps sending heartbeats would keep it looping; either way the session
+	// would outlive its lease and stay registered nowhere. Returning ends the
+	// stream, which ends the receiver's Recv.
+	<-gctx.Done()
+	err = context.Cause(gctx)
 	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
 	if err == nil || errors.Is(err, context.Canceled) {
 		return nil

@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -80,6 +83,9 @@ type Server struct {
 	fleet     *fleet.State
 	heartbeat time.Duration
 	logger    *slog.Logger
+
+	stopping chan struct{} // closed by StopStreams
+	stopOnce sync.Once
 }
 
 // New returns a Server.
@@ -87,8 +93,20 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
+
+// errStopping ends the long-lived streams of a replica that is stopping.
+var errStopping = status.Error(codes.Unavailable, "this IPAM replica is stopping: reconnect")
+
+// StopStreams ends every long-lived stream (announcer sessions, allocation
+// watches) with UNAVAILABLE, so that a graceful stop of the gRPC server
+// does not wait for them until its deadline. Announcer sessions ended this
+// way leave their node leases to expire (after nodeLeaseTTL) instead of
+// revoking them: an announcer that reconnects first, to another replica or
+// to this one restarted, keeps its registration and its addresses, so a
+// planned restart moves nothing. Call it when the server starts stopping.
+func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Register registers every service of the server on g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {

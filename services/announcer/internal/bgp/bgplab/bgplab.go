@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 const envChild = "BEACON_BGPLAB_CHILD"

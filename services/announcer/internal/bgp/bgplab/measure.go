@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
-	"github.com/beaconlb/beacon/services/announcer/internal/netlab"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // MeasureConfig describes a node-death measurement: a speaker on a node

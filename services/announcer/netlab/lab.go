@@ -30,6 +30,7 @@ type Lab struct {
 	mu     sync.Mutex
 	hosts  []*Host
 	procs  []*Proc
+	ports  int // veth ends made in the bridge namespace
 	closed bool
 }
 
@@ -75,8 +76,8 @@ func (l *Lab) setupBridge(ctx context.Context) error {
 	}
 	steps := [][]string{
 		{"ip", "netns", "exec", l.bridge, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv6.conf.all.disable_ipv6=1"},
-		{"ip", "-n", l.bridge, "link", "add", "br0", "type", "bridge"},
-		{"ip", "-n", l.bridge, "link", "set", "br0", "up"},
+		{"ip", "-n", l.bridge, "link", "add", MainSegment, "type", "bridge"},
+		{"ip", "-n", l.bridge, "link", "set", MainSegment, "up"},
 		{"ip", "-n", l.bridge, "link", "set", "lo", "up"},
 	}
 	for _, s := range steps {
@@ -93,16 +94,36 @@ func (l *Lab) Dir() string { return l.dir }
 // ID is the Lab's unique prefix, part of every namespace name.
 func (l *Lab) ID() string { return l.id }
 
-// AddHost creates a namespace for role, joins it to the bridge with a veth
-// pair (eth0 on the host side) and puts addrs on eth0. IPv6 addresses are
-// added with nodad and duplicate address detection is off in the namespace.
+// MainSegment is the bridge every Lab starts with; AddHost joins hosts to it.
+const MainSegment = "br0"
+
+// AddSegment adds another L2 segment to the Lab: a bridge named name (at most
+// 15 characters) in the bridge namespace, for a second network such as a
+// management network that must stay up when a host's eth0 goes down.
+func (l *Lab) AddSegment(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	if err := run(ctx, "ip", "-n", l.bridge, "link", "add", name, "type", "bridge"); err != nil {
+		return err
+	}
+	return run(ctx, "ip", "-n", l.bridge, "link", "set", name, "up")
+}
+
+// AddHost creates a namespace for role, joins it to the main segment with a
+// veth pair (eth0 on the host side) and puts addrs on eth0. IPv6 addresses
+// are added with nodad and duplicate address detection is off in the
+// namespace.
 func (l *Lab) AddHost(ctx context.Context, role string, addrs ...netip.Prefix) (*Host, error) {
+	return l.AddHostOn(ctx, role, MainSegment, addrs...)
+}
+
+// AddHostOn is AddHost with eth0 on segment instead of the main one.
+func (l *Lab) AddHostOn(ctx context.Context, role, segment string, addrs ...netip.Prefix) (*Host, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil, errors.New("netlab: lab is closed")
 	}
-	port := fmt.Sprintf("p%d", len(l.hosts))
 	h := &Host{lab: l, Role: role, NS: l.id + "-" + role, Addrs: addrs}
 	for _, o := range l.hosts {
 		if o.Role == role {
@@ -121,24 +142,52 @@ func (l *Lab) AddHost(ctx context.Context, role string, addrs ...netip.Prefix) (
 	steps := [][]string{
 		{"ip", "netns", "exec", h.NS, "sysctl", "-qw",
 			"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"},
-		{"ip", "link", "add", port, "netns", l.bridge, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
-		{"ip", "-n", l.bridge, "link", "set", port, "master", "br0", "up"},
 		{"ip", "-n", h.NS, "link", "set", "lo", "up"},
 	}
-	for _, a := range addrs {
-		s := []string{"ip", "-n", h.NS, "addr", "add", a.String(), "dev", "eth0"}
-		if a.Addr().Is6() {
-			s = append(s, "nodad")
-		}
-		steps = append(steps, s)
-	}
-	steps = append(steps, []string{"ip", "-n", h.NS, "link", "set", "eth0", "up"})
 	for _, s := range steps {
 		if err := run(ctx, s[0], s[1:]...); err != nil {
 			return nil, fmt.Errorf("netlab: host %s: %w", role, err)
 		}
 	}
+	if err := h.attach(ctx, segment, "eth0", addrs); err != nil {
+		return nil, err
+	}
 	return h, nil
+}
+
+// Attach joins the host to segment (see AddSegment) with a new interface
+// ifname carrying addrs, as AddHost does for eth0. The addresses are not
+// added to h.Addrs.
+func (h *Host) Attach(ctx context.Context, segment, ifname string, addrs ...netip.Prefix) error {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	return h.attach(ctx, segment, ifname, addrs)
+}
+
+func (h *Host) attach(ctx context.Context, segment, ifname string, addrs []netip.Prefix) error {
+	l := h.lab
+	l.mu.Lock()
+	port := fmt.Sprintf("p%d", l.ports)
+	l.ports++
+	l.mu.Unlock()
+	steps := [][]string{
+		{"ip", "link", "add", port, "netns", l.bridge, "type", "veth", "peer", "name", ifname, "netns", h.NS},
+		{"ip", "-n", l.bridge, "link", "set", port, "master", segment, "up"},
+	}
+	for _, a := range addrs {
+		s := []string{"ip", "-n", h.NS, "addr", "add", a.String(), "dev", ifname}
+		if a.Addr().Is6() {
+			s = append(s, "nodad")
+		}
+		steps = append(steps, s)
+	}
+	steps = append(steps, []string{"ip", "-n", h.NS, "link", "set", ifname, "up"})
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return fmt.Errorf("netlab: host %s: %w", h.Role, err)
+		}
+	}
+	return nil
 }
 
 // Close stops every process the Lab started (by PID: SIGTERM, then SIGKILL

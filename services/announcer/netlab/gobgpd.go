@@ -67,8 +67,8 @@ func (h *Host) StartGoBGPd(ctx context.Context, c GoBGPdConfig) (*GoBGPd, error)
 	}
 	g := &GoBGPd{host: h, proc: p}
 	if err := Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		if err := p.exitedError(); err != nil {
-			return err
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("gobgpd exited (%w): %s", err, p.Tail(5))
 		}
 		_, err := g.CLI(ctx, "global")
 		return err

@@ -82,8 +82,8 @@ func (h *Host) StartBIRD(ctx context.Context, c BIRDConfig) (*BIRD, error) {
 	}
 	b := &BIRD{host: h, sock: sock, proc: p, cfg: c}
 	if err := Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		if err := p.exitedError(); err != nil {
-			return err
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("bird exited (%w): %s", err, p.Tail(5))
 		}
 		_, err := b.Birdc(ctx, "show", "status")
 		return err

@@ -62,32 +62,27 @@ type FRR struct {
 	procs []*Proc
 }
 
-// Config renders c as one frr.conf (what StartFRR splits per daemon).
+// Config renders c as an frr.conf.
 func (c FRRConfig) Config() string {
-	return "frr defaults datacenter\n!\n" + c.bfddConfig() + c.bgpdConfig()
-}
-
-func (c FRRConfig) bfddConfig() string {
 	var b strings.Builder
+	b.WriteString("frr defaults datacenter\n!\n")
+	var bfd strings.Builder
 	for _, n := range c.Neighbors {
 		if n.BFD == nil {
 			continue
 		}
-		fmt.Fprintf(&b, " peer %s", n.Address)
+		fmt.Fprintf(&bfd, " peer %s", n.Address)
 		if n.LocalAddress.IsValid() {
-			fmt.Fprintf(&b, " local-address %s", n.LocalAddress)
+			fmt.Fprintf(&bfd, " local-address %s", n.LocalAddress)
 		}
-		fmt.Fprintf(&b, "\n  receive-interval %d\n  transmit-interval %d\n  detect-multiplier %d\n !\n",
+		fmt.Fprintf(&bfd, "\n  receive-interval %d\n  transmit-interval %d\n  detect-multiplier %d\n !\n",
 			n.BFD.Receive.Milliseconds(), n.BFD.Transmit.Milliseconds(), n.BFD.Multiplier)
 	}
-	if b.Len() == 0 {
-		return ""
+	if bfd.Len() > 0 {
+		b.WriteString("bfd\n")
+		b.WriteString(bfd.String())
+		b.WriteString("!\n")
 	}
-	return "bfd\n" + b.String() + "!\n"
-}
-
-func (c FRRConfig) bgpdConfig() string {
-	var b strings.Builder
 	fmt.Fprintf(&b, "router bgp %d\n bgp router-id %s\n no bgp ebgp-requires-policy\n", c.ASN, c.RouterID)
 	for _, n := range c.Neighbors {
 		fmt.Fprintf(&b, " neighbor %s remote-as %d\n", n.Address, n.ASN)
@@ -119,15 +114,12 @@ func (h *Host) StartFRR(ctx context.Context, c FRRConfig) (*FRR, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("netlab: frr dir: %w", err)
 	}
-	// One file per daemon, each with only its own sections.
-	head := "frr defaults datacenter\nhostname " + h.Role + "\n!\n"
-	for name, body := range map[string]string{"zebra": "", "bfdd": c.bfddConfig(), "bgpd": c.bgpdConfig()} {
-		if err := os.WriteFile(filepath.Join(dir, name+".conf"), []byte(head+body), 0o644); err != nil {
-			return nil, fmt.Errorf("netlab: frr config: %w", err)
-		}
+	conf := filepath.Join(dir, "frr.conf")
+	if err := os.WriteFile(conf, []byte(c.Config()), 0o644); err != nil {
+		return nil, fmt.Errorf("netlab: frr config: %w", err)
 	}
 	f := &FRR{host: h, dir: dir}
-	common := []string{"--vty_socket", dir}
+	common := []string{"-f", conf, "--vty_socket", dir}
 	if c.WithZebra {
 		if err := chownFRR(dir); err != nil {
 			return nil, err
@@ -136,7 +128,7 @@ func (h *Host) StartFRR(ctx context.Context, c FRRConfig) (*FRR, error) {
 		common = append(common, "-u", "frr", "-g", "frr", "-z", zserv)
 		for _, d := range []struct{ name, bin string }{{"zebra", FRRZebra}, {"bfdd", FRRBfdd}, {"bgpd", FRRBgpd}} {
 			args := append([]string{d.bin}, common...)
-			args = append(args, "-f", filepath.Join(dir, d.name+".conf"), "-i", filepath.Join(dir, d.name+".pid"), "--log", "stdout")
+			args = append(args, "-i", filepath.Join(dir, d.name+".pid"), "--log", "stdout")
 			if d.name == "bgpd" {
 				args = append(args, "-P", "0")
 			}
@@ -157,7 +149,7 @@ func (h *Host) StartFRR(ctx context.Context, c FRRConfig) (*FRR, error) {
 		}
 	} else {
 		args := append([]string{FRRBgpd}, common...)
-		args = append(args, "-f", filepath.Join(dir, "bgpd.conf"), "-Z", "-S", "-P", "0", "-i", filepath.Join(dir, "bgpd.pid"), "--log", "stdout")
+		args = append(args, "-Z", "-S", "-P", "0", "-i", filepath.Join(dir, "bgpd.pid"), "--log", "stdout")
 		p, err := h.Start("bgpd", args, nil)
 		if err != nil {
 			return nil, err
@@ -166,8 +158,8 @@ func (h *Host) StartFRR(ctx context.Context, c FRRConfig) (*FRR, error) {
 	}
 	if err := Eventually(ctx, 15*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		for _, p := range f.procs {
-			if err := p.exitedError(); err != nil {
-				return err
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("%s exited (%w): %s", p.Name, err, p.Tail(5))
 			}
 		}
 		_, err := f.Vtysh(ctx, "show bgp summary json")
@@ -206,6 +198,9 @@ func chownFRR(dir string) error {
 
 // Name implements Router.
 func (f *FRR) Name() string { return "frr@" + f.host.Role }
+
+// Host is the host FRR runs on.
+func (f *FRR) Host() *Host { return f.host }
 
 // Procs are FRR's daemons (bgpd; or zebra, bfdd and bgpd).
 func (f *FRR) Procs() []*Proc { return f.procs }

@@ -1,15 +1,20 @@
 // Package netlab builds throwaway network labs out of Linux network namespaces
-// and runs real routers in them, for tests. No production code imports it: the
-// announcer's _test.go files and test-support packages do.
+// and runs real routers in them, for tests. No production code imports it:
+// test files and test-support packages do, the announcer's and the end-to-end
+// tests' in tests/integration (which is why it is not internal). It uses only
+// the standard library, so importing it drags in nothing else.
 //
 // A Lab owns a temporary directory, a bridge namespace (a Linux bridge, the
 // root namespace untouched) and one namespace per host, each joined to the
 // bridge by a veth pair whose host end is eth0. Namespace names carry the
 // process ID and a random suffix, so labs of parallel test binaries never
-// collide. Hosts get IPv4 and IPv6 addresses (IPv6 with nodad, and duplicate
-// address detection off, so addresses are usable at once). Tests must only
-// use the documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24
-// and 2001:db8::/32, and only inside namespaces they made.
+// collide. More segments (further bridges in the bridge namespace, e.g. a
+// management network) can be added with AddSegment, and hosts joined to them
+// by further interfaces (Host.Attach). Hosts get IPv4 and IPv6 addresses
+// (IPv6 with nodad, and duplicate address detection off, so addresses are
+// usable at once). Tests must only use the documentation ranges
+// 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 and 2001:db8::/32, and only
+// inside namespaces they made.
 //
 // Every process a Lab starts runs inside a namespace through `ip netns exec`
 // (which execs, so the PID the Lab tracks is the program's own), writes its

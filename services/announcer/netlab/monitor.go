@@ -42,22 +42,24 @@ func (h *Host) MonitorRoutes(ctx context.Context) (*RouteMonitor, error) {
 		_ = pw.Close()
 	}()
 	go m.read(pr)
-	// `ip monitor` subscribes some time after it starts: add and delete a
-	// probe route until the monitor reports it (re-adding an unchanged
-	// route would not make an event).
+	// `ip monitor` subscribes before it reads; probe until an event shows
+	// that the subscription is live. Each probe deletes and adds the route:
+	// re-adding an identical route is no change and sends no event, so a
+	// first probe made before the monitor subscribed would never be seen.
 	probe := netip.MustParsePrefix("203.0.113.255/32")
 	err = Eventually(ctx, 5*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		_, _ = h.Run(ctx, "ip", "route", "del", "blackhole", probe.String())
 		if _, err := h.Run(ctx, "ip", "route", "add", "blackhole", probe.String()); err != nil {
 			return err
 		}
-		if _, err := h.Run(ctx, "ip", "route", "del", "blackhole", probe.String()); err != nil {
-			return err
-		}
-		if _, ok := m.Find(probe, true, time.Time{}); !ok {
+		if _, ok := m.Find(probe, false, time.Time{}); !ok {
 			return fmt.Errorf("no event yet")
 		}
 		return nil
 	})
+	if _, rerr := h.Run(ctx, "ip", "route", "del", "blackhole", probe.String()); rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("netlab: route monitor in %s: %w", h.Role, err)
 	}
@@ -110,18 +112,6 @@ func (m *RouteMonitor) Find(prefix netip.Prefix, deleted bool, since time.Time) 
 	for _, ev := range m.evs {
 		if ev.Prefix == prefix && ev.Deleted == deleted && !ev.At.Before(since) {
 			return ev, true
-		}
-	}
-	return RouteEvent{}, false
-}
-
-// Last returns the latest event for prefix.
-func (m *RouteMonitor) Last(prefix netip.Prefix) (RouteEvent, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := len(m.evs) - 1; i >= 0; i-- {
-		if m.evs[i].Prefix == prefix {
-			return m.evs[i], true
 		}
 	}
 	return RouteEvent{}, false

@@ -1,0 +1,76 @@
+// Command announce-bench measures announcement with the real ipamd and
+// announcerd in network namespaces (see package e2e) and prints one line
+// "BENCH <name> <value> ms" per figure on stdout; progress goes to stderr.
+//
+//	BENCH l2_failover_kill_p50, _p99      announcerd SIGKILLed → client's entry at the new node
+//	BENCH l2_failover_linkdown_p50, _p99  owner's eth0 down → the same
+//	BENCH l2_failover_hang_p50, _p99      announcerd SIGSTOPped → the same (heartbeat watchdog)
+//	BENCH l2_drain_outage_p50, _p99       DrainAnnouncer: old owner's last ARP answer → client at the new node
+//	BENCH bgp_bfd_withdraw_p50, _p99      node silenced (egress dropped) → route gone from FRR's kernel, BFD 50 ms × 3
+//
+// It needs root, and ipamd and announcerd in $BEACON_BIN (`make build`), or
+// builds them when BEACON_BIN is unset. With the default trials it takes
+// about two minutes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/beaconlb/beacon/tests/integration/e2e"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "announce-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() (err error) {
+	fs := flag.NewFlagSet("announce-bench", flag.ContinueOnError)
+	l2 := fs.Int("l2-trials", 20, "trials of each L2 failover kind (kill, link down, drain)")
+	hang := fs.Int("hang-trials", 5, "trials of the hung-announcer failover")
+	bfd := fs.Int("bfd-trials", 10, "trials of the BFD withdrawal")
+	out := fs.String("out", "", "also append the BENCH lines to this file")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if err := e2e.RequireRoot(); err != nil {
+		return err
+	}
+	bin, err := e2e.Binaries()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	figs, err := e2e.Bench(ctx, e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, Log: os.Stderr})
+	fmt.Fprintf(os.Stderr, "announce-bench: %d figures in %v\n", len(figs), time.Since(start).Round(time.Second))
+	var w io.Writer = os.Stdout
+	if *out != "" {
+		f, ferr := os.OpenFile(*out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		defer func() { err = errors.Join(err, f.Close()) }()
+		w = io.MultiWriter(os.Stdout, f)
+	}
+	for _, f := range figs {
+		if _, werr := fmt.Fprintln(w, f.Line()); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// BenchConfig sizes a Bench run.
+type BenchConfig struct {
+	Bin string
+	// L2Trials is the number of trials of each L2 failover kind.
+	L2Trials int
+	// HangTrials is the number of hung-announcer trials (each waits for
+	// the heartbeat watchdog, ~0.6 s, and a reconnect).
+	HangTrials int
+	// BFDTrials is the number of BFD withdrawal trials (each waits for the
+	// session to come back, 2-8 s).
+	BFDTrials int
+	// Log receives progress (nil: discarded).
+	Log io.Writer
+}
+
+// Figure is one measured value.
+type Figure struct {
+	Name  string
+	Value time.Duration
+}
+
+// Line is the figure as "BENCH <name> <value> ms".
+func (f Figure) Line() string { return "BENCH " + f.Name + " " + Millis(f.Value) + " ms" }
+
+// Bench measures L2 failover (kill, link down, hang), drain and BFD
+// withdrawal with the real binaries and returns p50 and p99 of each. It
+// needs root.
+func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
+	var figs []Figure
+	add := func(name string, s Samples) {
+		logf("%s: %v", name, s)
+		figs = append(figs, Figure{name + "_p50", s.Percentile(50)}, Figure{name + "_p99", s.Percentile(99)})
+	}
+	l2, err := benchL2(ctx, cfg, logf)
+	for _, k := range []FailoverKind{Kill, LinkDown, Hang, Drain} {
+		if s, ok := l2[k]; ok {
+			name := "l2_failover_" + k.String()
+			if k == Drain {
+				name = "l2_drain_outage"
+			}
+			add(name, s)
+		}
+	}
+	if err != nil {
+		return figs, err
+	}
+	bfd, err := benchBFD(ctx, cfg, logf)
+	if len(bfd) > 0 {
+		add("bgp_bfd_withdraw", bfd)
+	}
+	return figs, err
+}
+
+func benchL2(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (out map[FailoverKind]Samples, err error) {
+	if cfg.L2Trials <= 0 && cfg.HangTrials <= 0 {
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 2, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	svc, err := c.SetupL2(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = map[FailoverKind]Samples{}
+	for _, k := range []FailoverKind{Kill, LinkDown, Hang, Drain} {
+		n := cfg.L2Trials
+		if k == Hang {
+			n = cfg.HangTrials
+		}
+		if n <= 0 {
+			continue
+		}
+		res, err := c.MeasureFailover(ctx, svc, k, n)
+		if err != nil {
+			return out, err
+		}
+		out[k] = Outages(res)
+	}
+	return out, nil
+}
+
+func benchBFD(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (s Samples, err error) {
+	if cfg.BFDTrials <= 0 {
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 1, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	frr, prefix, err := c.SetupBFD(ctx, 50*time.Millisecond, 3)
+	if err != nil {
+		return nil, err
+	}
+	mon, err := frr.Host().MonitorRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.MeasureBFDWithdraw(ctx, frr, mon, c.Nodes[0], prefix, cfg.BFDTrials)
+}

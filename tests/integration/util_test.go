@@ -1,0 +1,5 @@
+package integration
+
+import "fmt"
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
