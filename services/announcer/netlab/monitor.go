@@ -139,3 +139,15 @@ func (m *RouteMonitor) Wait(ctx context.Context, prefix netip.Prefix, deleted bo
 		}
 	}
 }
+
+// Last returns the latest event for prefix.
+func (m *RouteMonitor) Last(prefix netip.Prefix) (RouteEvent, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.evs) - 1; i >= 0; i-- {
+		if m.evs[i].Prefix == prefix {
+			return m.evs[i], true
+		}
+	}
+	return RouteEvent{}, false
+}
