@@ -149,6 +149,14 @@ func (c *Cluster) MeasureFailover(ctx context.Context, svc *L2Service, kind Fail
 			return out, ctx.Err()
 		}
 		old := svc.Owner
+		// The client must still be at the owner: nothing (a restored node's
+		// late announcement, say) may have pulled it away since the last
+		// trial.
+		for _, a := range svc.Addrs {
+			if n, err := c.Neigh(a); err != nil || !bytes.Equal(n.MAC, old.MAC) {
+				return out, fmt.Errorf("e2e: before %s trial %d the client has %s at %v %s, not at the owner %s (%s) (read: %w)", kind, trial, a, n.MAC, n.State, old.Name, old.MAC, err)
+			}
+		}
 		watch.Drain()
 		start := time.Now()
 		if err := c.cause(ctx, kind, old); err != nil {
