@@ -28,6 +28,8 @@ import (
 type Store interface {
 	Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event, error)
 	Get(ctx context.Context, r ipam.Ref) (ipam.Event, error)
+	Revision(ctx context.Context) (int64, error)
+	RequestProgress(ctx context.Context) error
 	List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error)
 	ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]ipam.Event, error)
 }
@@ -113,10 +115,21 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		}
 		return a.current(ctx, req.Tenant, r)
 	}
+	caughtUp := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
 		spec := *req
 		plan, err := a.idx.PlanAllocate(&spec, now)
+		if err != nil && !caughtUp && refusedOnState(err) {
+			// The refusal may come from this replica's view lagging a
+			// change the caller made through another replica (a new pool, a
+			// release): catch up with etcd once, then plan again.
+			caughtUp = true
+			if err := a.catchUp(ctx); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -144,6 +157,32 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		return Result{Allocation: plan.Alloc, Rev: rev, Created: true}, nil
 	}
 	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "allocation kept conflicting with concurrent changes; retry")
+}
+
+// refusedOnState reports refusals that depend on the state the index
+// holds (as opposed to bad requests).
+func refusedOnState(err error) bool {
+	return errors.Is(err, ipam.ErrNotAllowed) || errors.Is(err, ipam.ErrNotFound) ||
+		errors.Is(err, ipam.ErrPoolExhausted) || errors.Is(err, ipam.ErrAddressNotInPool) ||
+		errors.Is(err, ipam.ErrAddressInUse) || errors.Is(err, ipam.ErrQuotaExceeded)
+}
+
+// catchUp waits (at most 2 s) until the index has seen every change etcd
+// had committed when it was called.
+func (a *Allocator) catchUp(ctx context.Context) error {
+	rev, err := a.store.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	if a.idx.Progress() < rev {
+		_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if !a.idx.WaitProgress(wctx, rev) {
+		a.logger.WarnContext(ctx, "index did not catch up with etcd in time", "revision", rev, "progress", a.idx.Progress())
+	}
+	return nil
 }
 
 // confirm checks with etcd that an allocation the index holds is current;

@@ -14,6 +14,8 @@
 package index
 
 import (
+	"context"
+	"time"
 	"net/netip"
 	"slices"
 	"strings"
@@ -101,6 +103,21 @@ func (x *Index) Known(r ipam.Ref, rev int64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return rev <= x.rev(r)
+}
+
+// WaitProgress waits until the watch has delivered every event up to rev,
+// or ctx is done; it reports whether it caught up.
+func (x *Index) WaitProgress(ctx context.Context, rev int64) bool {
+	for {
+		if x.Progress() >= rev {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Progress returns the revision up to which the watch has delivered events.

@@ -88,6 +88,27 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 	return c, nil
 }
 
+// Revision returns etcd's current revision (a linearizable read).
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("store: read revision: %w: %w", ipam.ErrUnavailable, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// RequestProgress asks etcd to tell this client's watches its current
+// revision even when nothing they watch changed, so a follower knows it is
+// caught up.
+func (s *Store) RequestProgress(ctx context.Context) error {
+	// The watches run with WithRequireLeader: the request must use the
+	// same stream.
+	if err := s.client.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+		return fmt.Errorf("store: request watch progress: %w: %w", ipam.ErrUnavailable, err)
+	}
+	return nil
+}
+
 // Ready reports whether etcd answers a linearizable read.
 func (s *Store) Ready(ctx context.Context) error {
 	if _, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly()); err != nil {
