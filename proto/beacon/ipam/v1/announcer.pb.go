@@ -1119,7 +1119,9 @@ func (x *PlanChange) GetRemoveL2Addresses() []string {
 	return nil
 }
 
-// SubscribeResponse is one message from the IPAM.
+// SubscribeResponse is one message from the IPAM. A message with no body is
+// a heartbeat, sent every heartbeat_interval: the announcer measures how
+// long it has been cut off from the last message it received.
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the message carries.

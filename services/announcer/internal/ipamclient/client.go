@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -112,12 +113,13 @@ func (c *Client) nudge() {
 // Run keeps a session open until ctx is done.
 func (c *Client) Run(ctx context.Context) error {
 	var plan *Plan
-	var cutOff time.Time // when the last working session ended; zero while connected
+	var cutOff time.Time // when the IPAM was last heard from, once cut off; zero while connected
+	var heard atomic.Int64 // unix nanoseconds of the last message from the IPAM
 	lost := false
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		conn := c.conns[attempt%len(c.conns)]
-		err := c.session(ctx, conn, plan, func(p *Plan) {
+		err := c.session(ctx, conn, plan, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan) {
 			plan, cutOff, lost = p, time.Time{}, false
 			backoff = 50 * time.Millisecond
 			c.publish(Update{Plan: p})
@@ -128,7 +130,13 @@ func (c *Client) Run(ctx context.Context) error {
 		default:
 		}
 		if cutOff.IsZero() {
+			// The grace period runs from the last word from the IPAM, not
+			// from when this node noticed the loss: a node that hung does
+			// not get a fresh grace period when it wakes up.
 			cutOff = time.Now()
+			if h := heard.Load(); h > 0 {
+				cutOff = time.Unix(0, h)
+			}
 		}
 		c.logger.WarnContext(ctx, "IPAM session ended; reconnecting", "error", err, "backoff", backoff)
 		wait := backoff + rand.N(backoff/2+1)
@@ -150,7 +158,7 @@ func (c *Client) Run(ctx context.Context) error {
 }
 
 // session runs one subscription until it breaks.
-func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, got func(*Plan)) error {
+func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, heard func(), got func(*Plan)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
@@ -180,6 +188,7 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 				errs <- fmt.Errorf("receive: %w", err)
 				return
 			}
+			heard()
 			if hb := resp.GetHeartbeatInterval(); hb != nil {
 				select {
 				case heartbeat <- hb.AsDuration():

@@ -193,8 +193,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
+	hb := durationpb.New(a.s.heartbeat)
+	var sendMu sync.Mutex
+	send := func(resp *ipamv1.SubscribeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(resp)
+	}
 	g.Go(func() error { // what the announcer is sent
-		hb := durationpb.New(a.s.heartbeat)
 		for {
 			snap, delta, ok := sess.Next(gctx)
 			if !ok {
@@ -206,8 +212,22 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			} else {
 				resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(tenant, delta)}
 			}
-			if err := stream.Send(resp); err != nil {
+			if err := send(resp); err != nil {
 				return err
+			}
+		}
+	})
+	g.Go(func() error { // heartbeats, so the announcer can tell how long it has been cut off
+		t := time.NewTicker(a.s.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+				if err := send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb}); err != nil {
+					return err
+				}
 			}
 		}
 	})
