@@ -41,6 +41,7 @@ const (
 	DefaultMaxUnaryTimeout   = 30 * time.Second
 	DefaultMaxStreamsPerConn = 100
 	DefaultShutdownGrace     = 10 * time.Second
+	DefaultRefusalHold       = 100 * time.Millisecond
 )
 
 // Config is what a Gateway needs.
@@ -58,6 +59,11 @@ type Config struct {
 	// Rate limit per tenant and role: see limit.Config.
 	RateLimit float64
 	RateBurst int
+	// RefusalHold is how long a rate-limited call is held before it is
+	// refused (default DefaultRefusalHold; negative: not held), so that a
+	// client retrying at once cannot make the gateway refuse calls as fast
+	// as its CPU allows. See proxy.Config.
+	RefusalHold time.Duration
 	// MaxUnaryTimeout caps unary calls' deadlines (default
 	// DefaultMaxUnaryTimeout; negative: no cap).
 	MaxUnaryTimeout time.Duration
@@ -112,6 +118,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.MaxStreamsPerConn <= 0 {
 		cfg.MaxStreamsPerConn = DefaultMaxStreamsPerConn
 	}
+	if cfg.RefusalHold == 0 {
+		cfg.RefusalHold = DefaultRefusalHold
+	} else if cfg.RefusalHold < 0 {
+		cfg.RefusalHold = 0
+	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -143,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		Backend:         cfg.Backend,
 		Auth:            auth.NewAuthenticator(g.tokens, cfg.BootstrapSecret),
 		Limiter:         limit.New(limit.Config{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
+		RefusalHold:     cfg.RefusalHold,
 		MaxUnaryTimeout: cfg.MaxUnaryTimeout,
 		Meter:           meter,
 		Logger:          cfg.Logger,

@@ -54,13 +54,12 @@ func New(cfg Config) *Limiter {
 	return &Limiter{cfg: cfg, now: time.Now, buckets: map[key]*bucket{}}
 }
 
-// Allow takes one token from the bucket of role and tenant. When it is
-// empty it returns a ResourceExhausted status error carrying
-// google.rpc.RetryInfo (when to try again) and google.rpc.ErrorInfo
-// (reason RATE_LIMITED).
-func (l *Limiter) Allow(role, tenant string) error {
+// Allow takes one token from the bucket of role and tenant and returns 0;
+// when the bucket is empty it takes nothing and returns how long until a
+// token is there. Refuse makes the error to return then.
+func (l *Limiter) Allow(role, tenant string) time.Duration {
 	if l == nil || l.cfg.Rate <= 0 {
-		return nil
+		return 0
 	}
 	now := l.now()
 	k := key{role, tenant}
@@ -82,17 +81,20 @@ func (l *Limiter) Allow(role, tenant string) error {
 
 	r := b.lim.ReserveN(now, 1)
 	if !r.OK() {
-		return l.refuse(role, tenant, time.Second)
+		return time.Second
 	}
 	d := r.DelayFrom(now)
-	if d == 0 {
-		return nil
+	if d > 0 {
+		r.CancelAt(now)
 	}
-	r.CancelAt(now)
-	return l.refuse(role, tenant, d)
+	return d
 }
 
-func (l *Limiter) refuse(role, tenant string, wait time.Duration) error {
+// Refuse returns the error of a call refused by the bucket of role and
+// tenant, to be tried again after wait: ResourceExhausted carrying
+// google.rpc.RetryInfo (wait) and google.rpc.ErrorInfo (reason
+// RATE_LIMITED).
+func (l *Limiter) Refuse(role, tenant string, wait time.Duration) error {
 	// Whole milliseconds, at least one, so that a client sleeping for the
 	// delay finds a token.
 	wait = max(time.Millisecond, wait.Round(time.Millisecond))

@@ -14,11 +14,15 @@ func TestBucketPerTenantAndRole(t *testing.T) {
 	l := New(Config{Rate: 2, Burst: 3})
 	l.now = func() time.Time { return now }
 	for i := range 3 {
-		if err := l.Allow("tenant", "c1"); err != nil {
-			t.Fatalf("call %d within the burst refused: %v", i, err)
+		if d := l.Allow("tenant", "c1"); d != 0 {
+			t.Fatalf("call %d within the burst refused: wait %v", i, d)
 		}
 	}
-	err := l.Allow("tenant", "c1")
+	wait := l.Allow("tenant", "c1")
+	if wait != 500*time.Millisecond {
+		t.Errorf("wait past the burst = %v, want 500ms (one token at 2/s)", wait)
+	}
+	err := l.Refuse("tenant", "c1", wait)
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("call past the burst = %v, want ResourceExhausted", err)
@@ -42,30 +46,30 @@ func TestBucketPerTenantAndRole(t *testing.T) {
 
 	// Other buckets are untouched: another tenant, another role.
 	for _, k := range [][2]string{{"tenant", "c2"}, {"announcer", "c1"}, {"admin", ""}} {
-		if err := l.Allow(k[0], k[1]); err != nil {
-			t.Errorf("%v refused after c1's flood: %v", k, err)
+		if d := l.Allow(k[0], k[1]); d != 0 {
+			t.Errorf("%v refused after c1's flood: wait %v", k, d)
 		}
 	}
 
 	// A refused call costs nothing: after the delay a token is there.
 	now = now.Add(500 * time.Millisecond)
-	if err := l.Allow("tenant", "c1"); err != nil {
-		t.Errorf("after waiting the RetryInfo delay: %v", err)
+	if d := l.Allow("tenant", "c1"); d != 0 {
+		t.Errorf("after waiting the RetryInfo delay: wait %v", d)
 	}
-	if err := l.Allow("tenant", "c1"); err == nil {
+	if d := l.Allow("tenant", "c1"); d == 0 {
 		t.Error("second call right after the refill allowed")
 	}
 }
 
 func TestOff(t *testing.T) {
 	var nilLimiter *Limiter
-	if err := nilLimiter.Allow("tenant", "c1"); err != nil {
-		t.Error(err)
+	if d := nilLimiter.Allow("tenant", "c1"); d != 0 {
+		t.Error(d)
 	}
 	l := New(Config{})
 	for range 1000 {
-		if err := l.Allow("tenant", "c1"); err != nil {
-			t.Fatal(err)
+		if d := l.Allow("tenant", "c1"); d != 0 {
+			t.Fatal(d)
 		}
 	}
 }

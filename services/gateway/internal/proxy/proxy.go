@@ -45,6 +45,10 @@ type Config struct {
 	Auth *auth.Authenticator
 	// Limiter rate-limits callers; nil: no limit.
 	Limiter *limit.Limiter
+	// RefusalHold is how long a call refused by the rate limit is held
+	// before the refusal is sent (the RetryInfo delay then counts from the
+	// send); 0 sends it at once.
+	RefusalHold time.Duration
 	// MaxUnaryTimeout caps the deadline of unary calls (a caller's shorter
 	// deadline stands); streams have none. 0: no cap.
 	MaxUnaryTimeout time.Duration
@@ -171,9 +175,22 @@ func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 		p.logger.DebugContext(ctx, "call denied", "method", name, "actor", id.Actor)
 		return status.Errorf(codes.PermissionDenied, "role %s may not call %s", role, name)
 	}
-	if err := p.cfg.Limiter.Allow(role, id.Tenant); err != nil {
+	if wait := p.cfg.Limiter.Allow(role, id.Tenant); wait > 0 {
 		p.limited.Add(ctx, 1, metric.WithAttributes(attribute.String("role", role)))
-		return err
+		// Hold the refusal a moment: a client that retries at once
+		// (ignoring RetryInfo) then floods at a few calls per second per
+		// stream instead of as fast as the gateway can refuse, which keeps
+		// the CPU for the other tenants.
+		hold := p.cfg.RefusalHold
+		if hold > 0 {
+			t := time.NewTimer(hold)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		return p.cfg.Limiter.Refuse(role, id.Tenant, max(0, wait-hold))
 	}
 	c := &call{p: p, m: m, id: id, access: access, ss: ss}
 	streaming := m.clientStreams || m.serverStreams
