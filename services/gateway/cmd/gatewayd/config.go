@@ -28,6 +28,7 @@ type config struct {
 	TokenNegativeTTL   time.Duration
 	RateLimit          float64
 	RateBurst          int
+	RateLimitHold      time.Duration
 	MaxUnaryTimeout    time.Duration
 	MaxRESTBody        int64
 	MaxStreamsPerConn  int
@@ -47,7 +48,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return def
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	var ipam, cacheTTL, negTTL, rateLimit, rateBurst, unary, body, streams, insecure, grace string
+	var ipam, cacheTTL, negTTL, rateLimit, rateBurst, hold, unary, body, streams, insecure, grace string
 	str(&c.Listen, "listen", "127.0.0.1:8443", "TLS address serving gRPC, REST (/v1/...), /openapi.json and the console")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:8444", "HTTP address for /metrics, /healthz and /readyz")
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated host:port of the IPAM replicas")
@@ -64,6 +65,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&negTTL, "token-negative-ttl", "2s", "how long an unknown token is refused without asking the IPAM")
 	str(&rateLimit, "rate-limit", "100", "calls per second per tenant and role (0: no limit)")
 	str(&rateBurst, "rate-burst", "200", "calls a tenant and role may make at once above the rate")
+	str(&hold, "rate-limit-hold", "100ms", "how long a rate-limited call waits before it is refused (0s: not at all)")
 	str(&unary, "max-unary-timeout", "30s", "longest deadline of a unary call (streams have none)")
 	str(&body, "max-rest-body", "1048576", "largest REST request body in bytes")
 	str(&streams, "max-streams-per-conn", "100", "concurrent gRPC streams per client connection")
@@ -81,13 +83,18 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	dur := func(name, v string, p *time.Duration, positive bool) {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || (positive && d == 0) {
-			errs = append(errs, fmt.Errorf("--%s: %q is not a positive duration", name, v))
+			if positive {
+				errs = append(errs, fmt.Errorf("--%s: %q is not a positive duration", name, v))
+			} else {
+				errs = append(errs, fmt.Errorf("--%s: %q is not a non-negative duration", name, v))
+			}
 		}
 		*p = d
 	}
 	dur("token-cache-ttl", cacheTTL, &c.TokenCacheTTL, true)
 	dur("token-negative-ttl", negTTL, &c.TokenNegativeTTL, true)
 	dur("max-unary-timeout", unary, &c.MaxUnaryTimeout, true)
+	dur("rate-limit-hold", hold, &c.RateLimitHold, false)
 	dur("shutdown-grace", grace, &c.ShutdownGrace, true)
 	var err error
 	if c.RateLimit, err = strconv.ParseFloat(rateLimit, 64); err != nil || c.RateLimit < 0 {

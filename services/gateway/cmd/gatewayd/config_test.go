@@ -17,7 +17,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := config{
 		Listen: "127.0.0.1:8443", OpsListen: "127.0.0.1:8444", IPAM: []string{"127.0.0.1:7400"}, DevCerts: "certs",
-		TokenCacheTTL: 10 * time.Second, TokenNegativeTTL: 2 * time.Second, RateLimit: 100, RateBurst: 200,
+		TokenCacheTTL: 10 * time.Second, TokenNegativeTTL: 2 * time.Second, RateLimit: 100, RateBurst: 200, RateLimitHold: 100 * time.Millisecond,
 		MaxUnaryTimeout: 30 * time.Second, MaxRESTBody: 1 << 20, MaxStreamsPerConn: 100, LogLevel: "info",
 		ShutdownGrace: 10 * time.Second,
 	}
@@ -53,6 +53,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--dev-certs", "d", "--token-cache-ttl", "0s"}, "--token-cache-ttl"},
 		{[]string{"--dev-certs", "d", "--rate-limit", "-1"}, "--rate-limit"},
 		{[]string{"--dev-certs", "d", "--rate-burst", "0"}, "--rate-burst"},
+		{[]string{"--dev-certs", "d", "--rate-limit-hold", "-1s"}, "--rate-limit-hold"},
 		{[]string{"--dev-certs", "d", "--max-rest-body", "big"}, "--max-rest-body"},
 		{[]string{"--dev-certs", "d", "--max-streams-per-conn", "0"}, "--max-streams-per-conn"},
 		{[]string{"--dev-certs", "d", "--ipam-tls-cert", "c", "--ipam-tls-key", "k"}, "--ipam-tls-cert needs --ipam-tls-ca"},

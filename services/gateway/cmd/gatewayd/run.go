@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		TokenNegativeTTL:  cfg.TokenNegativeTTL,
 		RateLimit:         cfg.RateLimit,
 		RateBurst:         cfg.RateBurst,
+		RefusalHold:       refusalHold(cfg.RateLimitHold),
 		MaxUnaryTimeout:   cfg.MaxUnaryTimeout,
 		MaxRESTBody:       cfg.MaxRESTBody,
 		MaxStreamsPerConn: cfg.MaxStreamsPerConn,
@@ -118,6 +119,15 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	err = g.Wait()
 	logger.Info("gatewayd stopped", "clean", err == nil)
 	return err
+}
+
+// refusalHold maps --rate-limit-hold to gateway.Config.RefusalHold, where
+// 0 means the default and negative means none.
+func refusalHold(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // serverTLSConfig loads the server certificate and, if set, the client CA.
