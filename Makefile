@@ -48,17 +48,28 @@ deps: ## Install the Debian packages the tests need, if any is missing (needs ro
 ## ---- build and run ---------------------------------------------------------
 
 .PHONY: build
-build: ## Build ipamd and beaconctl into bin/.
+build: ## Build ipamd, gatewayd and beaconctl into bin/.
 	go build -o $(BIN)/ipamd ./services/ipam/cmd/ipamd
+	go build -o $(BIN)/gatewayd ./services/gateway/cmd/gatewayd
 	go build -o $(BIN)/beaconctl ./beaconctl
 
+# make run: ipamd (embedded etcd) behind gatewayd, with development
+# certificates and a bootstrap admin token made on first start in .data/
+# (never checked in). Ctrl-C stops both.
 .PHONY: run
-run: build ## Run Beacon on this machine: IPAM with embedded etcd (data in .data/).
+run: build ## Run Beacon on this machine: IPAM (embedded etcd, data in .data/) behind the gateway on https://127.0.0.1:8443.
 	@mkdir -p $(DATA)
-	@echo ">> ipamd: gRPC on 127.0.0.1:7400, metrics and health on http://127.0.0.1:7401"
-	@echo ">> try:   $(BIN)/beaconctl pool create web --range 192.0.2.0/24"
-	@echo ">>        $(BIN)/beaconctl alloc allocate default/nginx --tenant demo"
-	exec $(BIN)/ipamd --data-dir $(DATA)/ipamd
+	@trap 'kill $$ipamd $$gw 2>/dev/null; wait; exit 0' INT TERM; \
+	$(BIN)/ipamd --data-dir $(DATA)/ipamd & ipamd=$$!; \
+	$(BIN)/gatewayd --ipam 127.0.0.1:7400 --dev-certs $(DATA)/certs --bootstrap-token-file $(DATA)/admin-token & gw=$$!; \
+	for i in $$(seq 100); do [ -s $(DATA)/admin-token ] && break; sleep 0.1; done; \
+	echo ">> ipamd:    gRPC on 127.0.0.1:7400, metrics and health on http://127.0.0.1:7401"; \
+	echo ">> gateway:  gRPC and REST on https://127.0.0.1:8443 (CA $(DATA)/certs/ca.pem), ops on http://127.0.0.1:8444"; \
+	echo ">> admin token: $$(cat $(DATA)/admin-token)"; \
+	echo ">> try:   curl --cacert $(DATA)/certs/ca.pem -H \"Authorization: Bearer $$(cat $(DATA)/admin-token)\" https://127.0.0.1:8443/v1/pools"; \
+	echo ">>        curl --cacert $(DATA)/certs/ca.pem --cert $(DATA)/certs/client-tenant-demo.pem --key $(DATA)/certs/client-tenant-demo-key.pem https://127.0.0.1:8443/v1/tenants/demo/allocations"; \
+	echo ">>        $(BIN)/beaconctl pool create web --range 192.0.2.0/24   (straight to ipamd)"; \
+	wait -n $$ipamd $$gw; status=$$?; kill $$ipamd $$gw 2>/dev/null; wait; exit $$status
 
 ## ---- generated code --------------------------------------------------------
 
@@ -120,7 +131,8 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 	  services/ipam/internal/addrspace:FuzzFreeList \
 	  services/ipam/internal/addrspace:FuzzOverlap \
 	  services/ipam/internal/filter:FuzzParse \
-	  services/ipam/internal/selector:FuzzSelectorValidate; do \
+	  services/ipam/internal/selector:FuzzSelectorValidate \
+	  services/gateway/internal/gateway:FuzzRESTAllocateBody; do \
 	  pkg=$${spec%%:*}; fn=$${spec##*:}; echo ">> $$fn ($$pkg)"; \
 	  go test ./$$pkg -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s; \
 	done
@@ -128,8 +140,9 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 ## ---- benchmarks ------------------------------------------------------------
 
 .PHONY: bench
-bench: ## Benchmarks; prints BENCH lines (see docs/performance.md).
+bench: ## Benchmarks; prints BENCH lines (see docs/performance.md and docs/gateway.md).
 	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
+	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 
 .PHONY: clean
 clean: ## Remove built binaries and local data.
