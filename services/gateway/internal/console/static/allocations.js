@@ -2,7 +2,7 @@
 // List filter syntax), kept live by the allocations watch stream, with
 // polling every 2 s while the stream is down.
 import { errorView, filterOf, list, parent, session, watch } from './api.js';
-import { enumLabel, field, h, lastSegment, table, tenantOf, time } from './dom.js';
+import { enumLabel, field, h, lastSegment, replace, table, tenantOf, time } from './dom.js';
 
 /** The filter fields of the search form, in filter order. */
 const FILTER_FIELDS = ['pool', 'owner', 'namespace', 'address'];
@@ -97,7 +97,7 @@ export async function allocationsPage(page) {
   list('/v1/pools', 'pools', { signal: page.signal })
     .then(({ items }) => items.map((p) => lastSegment(p.name)))
     .catch(() => [])
-    .then((pools) => { if (!page.signal.aborted) formSlot.replaceChildren(searchForm(page, pools)); });
+    .then((pools) => { if (!page.signal.aborted) replace(formSlot, searchForm(page, pools)); });
 
   let items = [];
   let seen = null; // names shown so far; null before the first load
@@ -110,7 +110,7 @@ export async function allocationsPage(page) {
         .some((v) => String(v ?? '').toLowerCase().includes(needle)))
       : items;
     countEl.textContent = `${shown.length} of ${items.length}${more ? '+' : ''} allocation${items.length === 1 ? '' : 's'}`;
-    results.replaceChildren(shown.length
+    replace(results, shown.length
       ? table('Allocations', ['Owner', 'Tenant', 'Addresses', 'Pool', 'Namespace', 'Announced by', 'Created', 'Expires'],
         shown.map((a) => allocationRow(a, seen !== null && !seen.has(a.name))), { id: 'alloc-table' })
       : h('p', { class: 'empty' }, items.length ? 'No allocation matches the text.' : 'No allocations match.'));
@@ -131,7 +131,7 @@ export async function allocationsPage(page) {
     } catch (err) {
       if (err.name === 'AbortError') return;
       last = '';
-      results.replaceChildren(errorView('Could not list allocations:', err));
+      replace(results, errorView('Could not list allocations:', err));
     }
   };
 

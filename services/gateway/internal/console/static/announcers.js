@@ -1,7 +1,7 @@
 // Announcers: the nodes subscribed now (or drained), their BGP sessions,
 // their interfaces and what they announce. Refreshed every 2 s.
 import { errorView, list, parent } from './api.js';
-import { enumLabel, h, lastSegment, table, tenantOf, time } from './dom.js';
+import { enumLabel, h, lastSegment, replace, table, tenantOf, time } from './dom.js';
 
 /** badge is a short status word. */
 function badge(text, kind) {
@@ -73,7 +73,7 @@ export function announcersPage(page) {
       const key = JSON.stringify(items);
       if (key !== last) {
         last = key;
-        body.replaceChildren(...(items.length
+        replace(body, ...(items.length
           ? items.map(announcerCard)
           : [h('p', { class: 'empty' }, 'No announcers are connected. An announcer appears here while announcerd on a node is subscribed, or while its node is drained.')]));
       }
@@ -81,7 +81,7 @@ export function announcersPage(page) {
     } catch (err) {
       if (err.name === 'AbortError') return;
       last = '';
-      body.replaceChildren(errorView('Could not list announcers:', err));
+      replace(body, errorView('Could not list announcers:', err));
     }
   });
 }

@@ -187,13 +187,17 @@ export function filterOf(terms) {
     .join(' AND ');
 }
 
-/** detailView renders one google.rpc.Status detail. */
-function detailView(d) {
+/**
+ * detailView renders one google.rpc.Status detail; a field violation that
+ * the message already says word for word is left out.
+ */
+function detailView(d, message) {
   const type = String(d['@type'] ?? '').replace(/^type\.googleapis\.com\//, '');
   switch (type) {
     case 'google.rpc.BadRequest':
-      return (d.fieldViolations ?? []).map((v) =>
-        h('li', {}, h('code', {}, v.field || '(request)'), ': ', v.description ?? ''));
+      return (d.fieldViolations ?? [])
+        .filter((v) => message !== `${v.field}: ${v.description}`)
+        .map((v) => h('li', {}, h('code', {}, v.field || '(request)'), ': ', v.description ?? ''));
     case 'google.rpc.ErrorInfo': {
       const meta = Object.entries(d.metadata ?? {}).map(([k, v]) => `${k}=${v}`).join(', ');
       return h('li', {}, 'Reason: ', h('code', {}, d.reason ?? ''), d.domain ? ` (${d.domain})` : '', meta ? ` — ${meta}` : '');
@@ -220,7 +224,7 @@ export function errorView(title, err) {
     return h('div', { class: 'error', role: 'alert' },
       h('p', { class: 'error-title' }, title), h('p', {}, String(err?.message ?? err)));
   }
-  const details = err.details.flatMap((d) => [detailView(d)].flat());
+  const details = err.details.flatMap((d) => [detailView(d, err.message)].flat());
   return h('div', { class: 'error', role: 'alert' },
     h('p', { class: 'error-title' }, title, ' ',
       h('span', { class: 'code' }, err.codeName),

@@ -4,7 +4,7 @@ import { onUnauthenticated, session } from './api.js';
 import { allocationsPage } from './allocations.js';
 import { announcersPage } from './announcers.js';
 import { auditPage } from './audit.js';
-import { h } from './dom.js';
+import { h, replace } from './dom.js';
 import { newPoolPage, poolsPage } from './pools.js';
 import { signInPage } from './signin.js';
 
@@ -63,7 +63,7 @@ class Page {
 
 /** flash shows a message in the status area until the user leaves the page. */
 export function flash(message) {
-  flashEl.replaceChildren(message ? h('p', {}, message) : '');
+  replace(flashEl, message ? h('p', {}, message) : null);
 }
 
 /** pendingFlash is shown by the next page rendered. */
@@ -101,7 +101,7 @@ function render() {
   if (pendingFlash || left !== route) flash(pendingFlash);
   pendingFlash = '';
   shell(route);
-  main.replaceChildren();
+  replace(main);
   routes[route](current);
   const heading = document.getElementById('page-title');
   if (heading && document.activeElement !== heading && !main.contains(document.activeElement)) {

@@ -1,7 +1,7 @@
 // The audit log: who allocated, released, renewed or expired what, newest
 // first, with filters. Refreshed every 2 s.
 import { errorView, filterOf, list, parent, session } from './api.js';
-import { enumLabel, field, h, lastSegment, table, tenantOf, time } from './dom.js';
+import { enumLabel, field, h, lastSegment, replace, table, tenantOf, time } from './dom.js';
 
 const ACTIONS = ['ALLOCATE', 'RELEASE', 'RENEW', 'EXPIRE', 'HOLD_END'];
 
@@ -71,7 +71,7 @@ export function auditPage(page) {
       const key = JSON.stringify(items);
       if (key !== last) {
         last = key;
-        body.replaceChildren(items.length
+        replace(body, items.length
           ? table('Audit records, newest first', ['Time', 'Action', 'Actor', 'Tenant', 'Owner', 'Addresses', 'Pool', 'Request ID'],
             items.map(recordRow), { id: 'audit-table' })
           : h('p', { class: 'empty' }, 'No audit records match.'),
@@ -81,7 +81,7 @@ export function auditPage(page) {
     } catch (err) {
       if (err.name === 'AbortError') return;
       last = '';
-      body.replaceChildren(errorView('Could not read the audit log:', err));
+      replace(body, errorView('Could not read the audit log:', err));
     }
   });
 }

@@ -27,6 +27,12 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** replace makes children (as for h) the only children of el. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
 /** append adds children (as for h) to el. */
 export function append(el, children) {
   for (const c of children.flat(Infinity)) {

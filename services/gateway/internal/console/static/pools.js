@@ -1,6 +1,6 @@
 // Pools: the list with per-family utilization, and the create form.
 import { call, errorView, list } from './api.js';
-import { enumLabel, field, h, lastSegment, table } from './dom.js';
+import { enumLabel, field, h, lastSegment, replace, table } from './dom.js';
 
 /** big parses a decimal string (sizes may exceed 2^64) as a BigInt. */
 function big(v) {
@@ -14,12 +14,15 @@ export function count(n) {
   return `≈ ${s[0]}.${s.slice(1, 3)} × 10^${s.length - 1}`;
 }
 
+/** FAMILIES names the address families. */
+const FAMILIES = { IP_FAMILY_IPV4: 'IPv4', IP_FAMILY_IPV6: 'IPv6' };
+
 /** usageView renders one FamilyUsage: a meter and used / size (percent). */
 function usageView(pool, u) {
   const size = big(u.size);
   const used = big(u.used);
   const free = big(u.free);
-  const family = enumLabel(u.family, 'IP_FAMILY_');
+  const family = FAMILIES[u.family] ?? enumLabel(u.family, 'IP_FAMILY_');
   const basisPoints = size > 0n ? Number((used * 10000n) / size) : 0;
   const pct = basisPoints / 100;
   const pctText = used > 0n && basisPoints === 0 ? '<0.01%' : `${pct.toFixed(pct < 10 ? 2 : 1)}%`;
@@ -59,7 +62,7 @@ export function poolsPage(page) {
       const key = JSON.stringify(items);
       if (key !== last) {
         last = key;
-        body.replaceChildren(items.length
+        replace(body, items.length
           ? table('Pools and their utilization', ['Pool', 'Ranges', 'Auto-assign', 'Tenants', 'Utilization'],
             items.map(poolRow), { id: 'pools-table' })
           : h('p', { class: 'empty' }, 'No pools yet. ', h('a', { href: '#/pools/new' }, 'Create the first one.')),
@@ -69,7 +72,7 @@ export function poolsPage(page) {
     } catch (err) {
       if (err.name === 'AbortError') return;
       last = '';
-      body.replaceChildren(errorView('Could not list pools:', err));
+      replace(body, errorView('Could not list pools:', err));
     }
   });
 }
@@ -77,6 +80,19 @@ export function poolsPage(page) {
 /** splitList splits text on commas, whitespace and newlines. */
 function splitList(text) {
   return text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
+}
+
+/**
+ * markInvalid flags the controls that an error's field violations name
+ * ("pool.ranges[0]" names the control of "pool.ranges").
+ */
+function markInvalid(err, controls) {
+  for (const d of err.details ?? []) {
+    for (const v of d.fieldViolations ?? []) {
+      const c = controls[String(v.field ?? '').replace(/\[\d+\]$/, '')];
+      c?.setAttribute('aria-invalid', 'true');
+    }
+  }
 }
 
 /** newPoolPage is the create-pool form. */
@@ -91,7 +107,7 @@ export function newPoolPage(page) {
   const submit = h('button', { type: 'submit' }, 'Create pool');
   const result = h('div', { class: 'result' });
 
-  const form = h('form', { class: 'card', 'aria-labelledby': 'page-title', novalidate: true },
+  const form = h('form', { class: 'card form', 'aria-labelledby': 'page-title', novalidate: true },
     field('Pool ID', id, 'Lower-case letters, digits and “-”, starting with a letter; at most 63 characters.'),
     field('Description (optional)', description),
     field('Ranges', ranges, 'One per line: CIDRs (192.0.2.0/24, 2001:db8::/120) or ranges (198.51.100.10-198.51.100.20). IPv4 and IPv6 may be mixed.'),
@@ -104,6 +120,7 @@ export function newPoolPage(page) {
 
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
+    for (const c of form.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
     const pool = {
       description: description.value.trim(),
       ranges: splitList(ranges.value),
@@ -113,13 +130,14 @@ export function newPoolPage(page) {
       avoidBuggyIps: avoidBuggy.checked,
     };
     submit.disabled = true;
-    result.replaceChildren(h('p', { class: 'muted' }, 'Creating the pool…'));
+    replace(result, h('p', { class: 'muted' }, 'Creating the pool…'));
     try {
       const out = await call('POST', '/v1/pools', { query: { poolId: id.value.trim() }, body: pool, signal: page.signal });
       page.go('#/pools', `Pool ${lastSegment(out.pool?.name ?? id.value.trim())} created.`);
     } catch (err) {
       if (err.name === 'AbortError') return;
-      result.replaceChildren(errorView('The pool was not created:', err));
+      markInvalid(err, { pool_id: id, 'pool.description': description, 'pool.ranges': ranges, 'pool.exclusions': exclusions, 'pool.tenants': tenants });
+      replace(result, errorView('The pool was not created:', err));
       submit.disabled = false;
     }
   });

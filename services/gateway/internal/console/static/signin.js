@@ -1,7 +1,7 @@
 // The sign-in page: a bearer token, checked against the gateway before it
 // is kept, and optionally the tenant to show.
 import { call, errorView, session } from './api.js';
-import { field, h } from './dom.js';
+import { field, h, replace } from './dom.js';
 
 /** signInPage asks for a token and checks it with a harmless read. */
 export function signInPage(page) {
@@ -25,19 +25,19 @@ export function signInPage(page) {
     ev.preventDefault();
     const secret = token.value.trim();
     if (!secret) {
-      result.replaceChildren(h('p', { class: 'error', role: 'alert' }, 'Enter a token.'));
+      replace(result, h('p', { class: 'error', role: 'alert' }, 'Enter a token.'));
       token.focus();
       return;
     }
     submit.disabled = true;
-    result.replaceChildren(h('p', { class: 'muted' }, 'Checking the token…'));
+    replace(result, h('p', { class: 'muted' }, 'Checking the token…'));
     try {
       await call('GET', '/v1/pools', { query: { pageSize: 1 }, token: secret, signal: page.signal });
       session.signIn(secret, tenant.value.trim());
       page.go('#/pools', 'Signed in.');
     } catch (err) {
       if (err.name === 'AbortError') return;
-      result.replaceChildren(errorView('Sign-in failed:', err));
+      replace(result, errorView('Sign-in failed:', err));
       submit.disabled = false;
     }
   });
