@@ -15,6 +15,11 @@ function sleep(ms, signal) {
   });
 }
 
+/** byTenantAndOwner orders allocations for people (the API orders them by name, a hash). */
+function byTenantAndOwner(a, b) {
+  return tenantOf(a.name).localeCompare(tenantOf(b.name)) || String(a.owner).localeCompare(String(b.owner));
+}
+
 /** announcedBy renders who announces an allocation's addresses. */
 function announcedBy(a) {
   const anns = a.announcements ?? [];
@@ -126,6 +131,7 @@ export async function allocationsPage(page) {
       last = key;
       const before = seen;
       ({ items, more } = out);
+      items.sort(byTenantAndOwner);
       show();
       seen = new Set([...(before ?? []), ...items.map((a) => a.name)]);
     } catch (err) {

@@ -36,7 +36,7 @@ function announcedView(node, announced) {
 
 /** interfacesView renders a node's interfaces on one line each. */
 function interfacesView(ifs) {
-  if (!ifs.length) return null;
+  if (!ifs.length) return h('p', { class: 'muted' }, 'None reported.');
   return h('ul', { class: 'plain interfaces' }, ifs.map((i) => h('li', {},
     h('code', {}, i.name), ' ', i.up ? badge('up', 'ok') : badge('down', 'warn'), ' ',
     (i.addresses ?? []).join(', '))));
@@ -54,6 +54,7 @@ function announcerCard(a) {
     h('p', { class: 'muted small' }, `Tenant ${tenantOf(a.name)}`,
       a.connectTime ? [' · connected ', time(a.connectTime)] : null,
       labels.length ? ` · labels ${labels.join(', ')}` : null),
+    h('h3', {}, 'Interfaces'),
     interfacesView(a.interfaces ?? []),
     h('h3', {}, 'BGP sessions'),
     sessionsView(node, a.status?.sessions ?? []),

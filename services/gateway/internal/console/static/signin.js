@@ -1,6 +1,6 @@
 // The sign-in page: a bearer token, checked against the gateway before it
 // is kept, and optionally the tenant to show.
-import { call, errorView, session } from './api.js';
+import { call, errorView, parent, session } from './api.js';
 import { field, h, replace } from './dom.js';
 
 /** signInPage asks for a token and checks it with a harmless read. */
@@ -31,14 +31,21 @@ export function signInPage(page) {
     }
     submit.disabled = true;
     replace(result, h('p', { class: 'muted' }, 'Checking the token…'));
+    const scope = tenant.value.trim();
     try {
-      await call('GET', '/v1/pools', { query: { pageSize: 1 }, token: secret, signal: page.signal });
-      session.signIn(secret, tenant.value.trim());
-      page.go('#/pools', 'Signed in.');
+      // A read of the allocations the console will show checks the token
+      // and that it may see that tenant (or every tenant).
+      await call('GET', `/v1/${parent(scope)}/allocations`, { query: { pageSize: 1 }, token: secret, signal: page.signal });
+      session.signIn(secret, scope);
+      page.go('#/pools', scope ? `Signed in to tenant ${scope}.` : 'Signed in.');
     } catch (err) {
       if (err.name === 'AbortError') return;
-      replace(result, errorView('Sign-in failed:', err));
+      const hint = err.code === 7 && !scope
+        ? h('p', { class: 'hint-line' }, 'This token may not read every tenant. A tenant token needs its tenant: fill in Tenant.')
+        : null;
+      replace(result, errorView('Sign-in failed:', err), hint);
       submit.disabled = false;
+      (hint ? tenant : token).focus();
     }
   });
 
