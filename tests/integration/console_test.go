@@ -19,6 +19,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
 // TestConsole drives the web console in headless Chromium against the real
@@ -205,16 +210,77 @@ func TestConsole(t *testing.T) {
 		t.Errorf("error shown for a bad action filter: %q", e)
 	}
 
-	// No announcer runs here: the page says so.
+	// An announcer's sessions and announcements (a fake one: a real
+	// announcerd would announce on this machine's network).
+	fakeAnnouncer(t, ipamd.grpc, "demo", "node-a", &ipamv1.AnnouncerStatus{
+		Announced: []*ipamv1.AnnouncedAddress{
+			{Address: alloc.Addresses[0], Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}},
+			{Address: alloc.Addresses[1] + "/128", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: []string{"tenants/demo/bgpPeers/tor-1"}},
+		},
+		Sessions: []*ipamv1.BGPSessionStatus{{
+			Peer: "tenants/demo/bgpPeers/tor-1", State: ipamv1.BGPSessionStatus_STATE_ESTABLISHED,
+			BfdUp: true, AdvertisedPrefixes: 1, Since: timestamppb.Now(),
+		}},
+	})
 	do("open announcers",
 		chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
-		chromedp.WaitVisible(chromedp.CSS("main .empty")))
+		chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
+	card := text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
+	for _, want := range []string{"node-a", "live", "rack=r1", "eth0", "192.0.2.250/24", "tor-1", "ESTABLISHED", alloc.Addresses[0], "L2", alloc.Addresses[1] + "/128", "BGP"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("announcer card lacks %q:\n%s", want, card)
+		}
+	}
+	look("console-announcers")
 
 	// Sign-out forgets the token.
 	do("sign out", chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))
 	if stored := eval(`sessionStorage.getItem('beacon.console.token') ?? ''`); stored != "" {
 		t.Errorf("token still in sessionStorage after sign-out")
 	}
+	// A wrong token is refused with the API's word for it.
+	do("sign in with a wrong token",
+		chromedp.SendKeys(chromedp.ID("token"), "bct_not-a-token-at-all"),
+		submit,
+		chromedp.WaitVisible(chromedp.CSS("main .result .error")))
+	if e := text("main .result .error"); !strings.Contains(e, "UNAUTHENTICATED") {
+		t.Errorf("error shown for a wrong token: %q", e)
+	}
+
+	// A tenant token needs its tenant, then sees that tenant's allocations.
+	code, out := gw.do(t, "POST", "/v1/tokens?tokenId=console-demo", `{"role":"ROLE_TENANT","tenant":"tenants/demo"}`)
+	var tok struct{ Secret string }
+	if code != http.StatusOK || json.Unmarshal([]byte(out), &tok) != nil || tok.Secret == "" {
+		t.Fatalf("create a tenant token = %d %s", code, out)
+	}
+	do("sign in with a tenant token for every tenant",
+		chromedp.SetValue(chromedp.ID("token"), tok.Secret),
+		submit,
+		chromedp.WaitVisible(chromedp.CSS("main .result .hint-line")))
+	if e := text("main .result"); !strings.Contains(e, "PERMISSION_DENIED") || !strings.Contains(e, "fill in Tenant") {
+		t.Errorf("error shown for a tenant token without its tenant: %q", e)
+	}
+	do("sign in to the tenant",
+		chromedp.SendKeys(chromedp.ID("tenant"), "demo"),
+		submit,
+		chromedp.WaitVisible(chromedp.CSS(`a.button[href="#/pools/new"]`)),
+		chromedp.Click(chromedp.CSS(`#nav a[data-route="allocations"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="streaming"]`)),
+		chromedp.WaitVisible(chromedp.CSS(row)))
+	if who := text("#who-scope"); who != "Signed in · tenant demo" {
+		t.Errorf("scope shown = %q", who)
+	}
+	if n := text("#alloc-count"); n != "7 of 7 allocations" {
+		t.Errorf("the tenant sees %q, want its 7 allocations", n)
+	}
+	if p := text("main .filter-expr"); !strings.Contains(p, "tenants/demo") {
+		t.Errorf("parent shown = %q", p)
+	}
+	if r := text(row); !strings.Contains(r, "node-a") {
+		t.Errorf("the allocation row does not say node-a announces it: %q", r)
+	}
+	look("console-tenant-allocations")
+
 	for _, p := range problems() {
 		t.Errorf("browser: %s", p)
 	}
@@ -271,9 +337,15 @@ func newBrowser(t *testing.T, chromium string) (ctx context.Context, problems fu
 }
 
 // expectedError tells the failed requests the scenario provokes on
-// purpose (the refused pool, the refused filter) from real problems.
+// purpose (the refused pool and filter, the wrong token, the tenant token
+// without its tenant) from real problems.
 func expectedError(text string) bool {
-	return strings.Contains(text, "status of 400")
+	for _, code := range []string{"400", "401", "403"} {
+		if strings.Contains(text, "status of "+code) {
+			return true
+		}
+	}
+	return false
 }
 
 // shot saves a full-page screenshot as name.png into the artifacts folder.
@@ -506,4 +578,56 @@ func (g *gatewayd) allocate(t *testing.T, tenant, body string) allocation {
 		t.Fatalf("allocate = %d %s", code, out)
 	}
 	return resp.Allocation
+}
+
+// fakeAnnouncer subscribes a node to the IPAM at addr as announcerd would
+// (hello, a status report, heartbeats), without announcing anything on
+// the network, until the test ends.
+func fakeAnnouncer(t *testing.T, addr, tenant, node string, status *ipamv1.AnnouncerStatus) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(r *ipamv1.SubscribeRequest) {
+		if err := stream.Send(r); err != nil && ctx.Err() == nil {
+			t.Errorf("announcer %s: send: %v", node, err)
+		}
+	}
+	send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
+		Parent: "tenants/" + tenant, Node: node, Labels: map[string]string{"rack": "r1"},
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, HardwareAddress: "02:00:00:00:00:01", Addresses: []string{"192.0.2.250/24"}}},
+	}}})
+	send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Status{Status: status}})
+	done := make(chan struct{})
+	go func() { // the plan: read and drop
+		defer close(done)
+		for {
+			if _, err := stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = conn.Close()
+	})
 }
