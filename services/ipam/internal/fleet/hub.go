@@ -143,17 +143,21 @@ func (h *Hub) Run(ctx context.Context) error {
 // watch); every replica hands its sessions their plans, computed from the
 // recorded owners so that all replicas agree.
 func (h *Hub) plan(ctx context.Context, tenant string) error {
-	in, revs := h.state.Input(tenant)
-	var err error
-	if h.leader.Load() {
-		err = h.recordOwners(ctx, tenant, in, revs)
-	}
 	h.mu.Lock()
 	sessions := make([]*Session, 0, len(h.sessions[tenant]))
 	for s := range h.sessions[tenant] {
 		sessions = append(sessions, s)
 	}
 	h.mu.Unlock()
+	lead := h.leader.Load() && h.state.needsOwners(tenant)
+	if len(sessions) == 0 && !lead {
+		return nil // nobody to tell and nothing to record: skip the work
+	}
+	in, revs := h.state.Input(tenant)
+	var err error
+	if lead {
+		err = h.recordOwners(ctx, tenant, in, revs)
+	}
 	if len(sessions) == 0 {
 		return err
 	}

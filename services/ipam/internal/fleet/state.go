@@ -297,3 +297,22 @@ func (s *State) Warnings(tenant string) map[string][]planner.Warning {
 	}
 	return out
 }
+
+// needsOwners reports whether a tenant has L2 advertisements or recorded
+// L2 owners: only then is there ownership to compute.
+func (s *State) needsOwners(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prefix := tenant + "/"
+	for id := range s.l2 {
+		if strings.HasPrefix(id, prefix) {
+			return true
+		}
+	}
+	for id := range s.owners {
+		if strings.HasPrefix(id, prefix) {
+			return true
+		}
+	}
+	return false
+}
