@@ -35,6 +35,14 @@ import (
 // the audit log, the announcers page and sign-out. It fails on any script
 // exception or Content-Security-Policy violation in the page, and saves
 // screenshots into $BEACON_ARTIFACTS (default artifacts/ at the repo root).
+//
+// It takes gatewayd from $BEACON_BIN or builds it, and Chromium from
+// $BEACON_CHROMIUM or /usr/bin/chromium (Debian's package, which it
+// installs when it runs as root). Without gatewayd, without Chromium, or
+// with a gatewayd that does not mount the console, it skips and says why
+// (go test -v shows it; a passing package without -v shows no skips):
+//
+//	go test -v -run TestConsole ./tests/integration
 func TestConsole(t *testing.T) {
 	gatewaydBin := gatewaydBinary(t)
 	chromium := chromiumPath(t)
