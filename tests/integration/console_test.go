@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -50,6 +52,7 @@ func TestConsole(t *testing.T) {
 	gw := startGatewayd(t, gatewaydBin, ipamd.grpc)
 	gw.requireConsole(t)
 
+	_ = os.Remove(filepath.Join(artifactsDir(t), "console-failure.png")) // from an earlier run
 	ctx, problems := newBrowser(t, chromium)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -289,6 +292,21 @@ func TestConsole(t *testing.T) {
 	}
 	look("console-tenant-allocations")
 
+	// Without the watch stream the page polls, and still shows new
+	// allocations within a few seconds.
+	do("block the watch stream", blockURLs(`*://*:*/v1/*/allocations\:watch`))
+	eval(`location.hash = '#/allocations?owner=late'; ''`)
+	do("fall back to polling", chromedp.WaitVisible(chromedp.CSS(`#live[data-state="polling"]`)))
+	late := gw.allocate(t, "demo", `{"allocation":{"owner":"late"}}`)
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = chromedp.Do(lctx, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#alloc-table tr[data-name=%q]`, late.Name))))
+	lcancel()
+	if err != nil {
+		shot(t, ctx, "console-failure")
+		t.Fatalf("while polling, the allocation %s did not appear within 10 s: %v", late.Name, err)
+	}
+	do("unblock the watch stream", blockURLs())
+
 	for _, p := range problems() {
 		t.Errorf("browser: %s", p)
 	}
@@ -353,7 +371,20 @@ func expectedError(text string) bool {
 			return true
 		}
 	}
-	return false
+	return strings.Contains(text, "ERR_BLOCKED_BY_CLIENT") // the blocked watch stream
+}
+
+// blockURLs makes the browser refuse requests matching the URL patterns
+// (URLPattern syntax); none unblocks everything.
+func blockURLs(patterns ...string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		p := network.SetBlockedURLsParams{URLPatterns: []*network.BlockPattern{}}
+		for _, u := range patterns {
+			p.URLPatterns = append(p.URLPatterns, &network.BlockPattern{URLPattern: u, Block: true})
+		}
+		_, err := cdp.Call(ctx, tg, network.SetBlockedURLs, p)
+		return err
+	})
 }
 
 // shot saves a full-page screenshot as name.png into the artifacts folder.

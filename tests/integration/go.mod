@@ -18,7 +18,7 @@ require (
 
 require (
 	github.com/beaconlb/beacon/proto v0.0.0
-	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/chromedp/cdproto v0.159.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
