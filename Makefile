@@ -35,8 +35,8 @@ tools: $(TOOL_BINS) ## Build the pinned Go tools (buf, protoc plugins, golangci-
 ## ---- system packages -------------------------------------------------------
 
 # Real routers and L2 clients for the announcer's tests (Debian packages).
-DEB_PACKAGES := frr bird2 gobgpd iputils-arping iputils-ping ndisc6 tcpdump iproute2 iptables
-DEB_COMMANDS := /usr/lib/frr/bgpd /usr/lib/frr/bfdd /usr/lib/frr/zebra vtysh bird birdc gobgpd gobgp arping ping ndisc6 tcpdump ip iptables
+DEB_PACKAGES := frr bird2 gobgpd iputils-arping iputils-ping ndisc6 tcpdump iproute2 iptables chromium
+DEB_COMMANDS := /usr/lib/frr/bgpd /usr/lib/frr/bfdd /usr/lib/frr/zebra vtysh bird birdc gobgpd gobgp arping ping ndisc6 tcpdump ip iptables chromium
 
 .PHONY: deps
 deps: ## Install the Debian packages the tests need, if any is missing (needs root).

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beaconlb/beacon/services/gateway/internal/console"
+
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -90,9 +92,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		MaxRESTBody:       cfg.MaxRESTBody,
 		MaxStreamsPerConn: cfg.MaxStreamsPerConn,
 		ShutdownGrace:     cfg.ShutdownGrace,
-		// Console: the web console mounts here (services/gateway/internal/console).
-		Telemetry: tel,
-		Logger:    logger,
+		Console:           console.Handler(),
+		Telemetry:         tel,
+		Logger:            logger,
 	})
 	if err != nil {
 		return err
