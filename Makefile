@@ -141,9 +141,11 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 ## ---- benchmarks ------------------------------------------------------------
 
 .PHONY: bench
-bench: ## Benchmarks; prints BENCH lines (see docs/performance.md and docs/gateway.md).
+bench: build ## Benchmarks; prints BENCH lines into bench.out too (see docs/performance.md).
 	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
+	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
+	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
 
 .PHONY: clean
 clean: ## Remove built binaries and local data.
