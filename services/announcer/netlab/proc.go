@@ -114,19 +114,6 @@ func (p *Proc) Exited() (bool, error) {
 	}
 }
 
-// exitedError is nil while the process runs, and says how it ended, with
-// the end of its log, once it has exited.
-func (p *Proc) exitedError() error {
-	exited, err := p.Exited()
-	if !exited {
-		return nil
-	}
-	if err == nil {
-		err = errors.New("exit status 0")
-	}
-	return fmt.Errorf("%s exited: %w: %s", p.Name, err, p.Tail(5))
-}
-
 // Signal sends sig to the process (by PID).
 func (p *Proc) Signal(sig syscall.Signal) error {
 	if exited, _ := p.Exited(); exited {

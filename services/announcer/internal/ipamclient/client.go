@@ -113,7 +113,7 @@ func (c *Client) nudge() {
 // Run keeps a session open until ctx is done.
 func (c *Client) Run(ctx context.Context) error {
 	var plan *Plan
-	var cutOff time.Time // when the IPAM was last heard from, once cut off; zero while connected
+	var cutOff time.Time   // when the IPAM was last heard from, once cut off; zero while connected
 	var heard atomic.Int64 // unix nanoseconds of the last message from the IPAM
 	lost := false
 	backoff := 50 * time.Millisecond

@@ -15,11 +15,11 @@ package index
 
 import (
 	"context"
-	"time"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
