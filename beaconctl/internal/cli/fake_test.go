@@ -430,10 +430,10 @@ func runStdin(ctx context.Context, env map[string]string, stdin io.Reader, args 
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
 
-// runAt runs beaconctl against the server at addr.
+// runAt runs beaconctl against the plaintext server at addr.
 func runAt(t *testing.T, addr string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return run(ctx, nil, append([]string{"--server", addr}, args...)...)
+	return run(ctx, nil, append([]string{"--plaintext", "--server", addr}, args...)...)
 }
