@@ -35,6 +35,8 @@ type fakeIPAM struct {
 	ipamv1.UnimplementedAuditServiceServer
 	ipamv1.UnimplementedAnnouncementServiceServer
 	ipamv1.UnimplementedAnnouncerServiceServer
+	ipamv1.UnimplementedTenantServiceServer
+	ipamv1.UnimplementedTokenServiceServer
 
 	mu       sync.Mutex
 	requests []proto.Message
@@ -46,6 +48,9 @@ type fakeIPAM struct {
 	configs map[string]proto.Message
 	// announcers are the announcers by name.
 	announcers map[string]*ipamv1.Announcer
+	// tenants and tokens are the tenants and tokens by name.
+	tenants map[string]*ipamv1.Tenant
+	tokens  map[string]*ipamv1.Token
 	// pageSize is the page size when a request asks for none.
 	pageSize int
 	// err, if set, fails every call.
@@ -66,6 +71,8 @@ func newFake() *fakeIPAM {
 		allocs:     map[string]*ipamv1.Allocation{},
 		configs:    map[string]proto.Message{},
 		announcers: map[string]*ipamv1.Announcer{},
+		tenants:    map[string]*ipamv1.Tenant{},
+		tokens:     map[string]*ipamv1.Token{},
 		pageSize:   100,
 	}
 }
@@ -93,6 +100,8 @@ func (f *fakeIPAM) start(t *testing.T, opts ...grpc.ServerOption) string {
 	ipamv1.RegisterAuditServiceServer(s, f)
 	ipamv1.RegisterAnnouncementServiceServer(s, f)
 	ipamv1.RegisterAnnouncerServiceServer(s, f)
+	ipamv1.RegisterTenantServiceServer(s, f)
+	ipamv1.RegisterTokenServiceServer(s, f)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()

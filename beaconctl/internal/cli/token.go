@@ -123,14 +123,14 @@ func (f *tokenCreateFlags) request(arg string, now time.Time) (*ipamv1.CreateTok
 	switch role {
 	case ipamv1.Role_ROLE_TENANT, ipamv1.Role_ROLE_ANNOUNCER:
 		if f.tenant == "" {
-			return nil, fmt.Errorf("a %s token needs --tenant", output.Role(role))
+			return nil, fmt.Errorf("%s tokens need --tenant", output.Role(role))
 		}
 		if tok.Tenant, err = tenantName(f.tenant); err != nil {
 			return nil, err
 		}
 	default:
 		if f.tenant != "" {
-			return nil, fmt.Errorf("an %s token belongs to no tenant: drop --tenant", output.Role(role))
+			return nil, fmt.Errorf("%s tokens belong to no tenant: drop --tenant", output.Role(role))
 		}
 	}
 	if f.expires < 0 {
