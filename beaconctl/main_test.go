@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 
 func beaconctl(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "BEACONCTL_TEST_MAIN=1", "BEACON_SERVER=", "BEACON_TOKEN=")
+	cmd.Env = append(os.Environ(), "BEACONCTL_TEST_MAIN=1", "BEACON_SERVER=", "BEACON_TOKEN=", "BEACON_CA=", "BEACON_CERT=", "BEACON_KEY=",
+		"BEACON_CONFIG=", "XDG_CONFIG_HOME=", "HOME="+os.TempDir()+"/beaconctl-test-no-home")
 	return cmd
 }
 
@@ -42,7 +43,7 @@ func TestErrorExit(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := beaconctl(ctx, "--server", addr, "pool", "list")
+	cmd := beaconctl(ctx, "--plaintext", "--server", addr, "pool", "list")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -98,7 +99,7 @@ func TestWatchStopsOnInterrupt(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := beaconctl(ctx, "--server", lis.Addr().String(), "alloc", "watch")
+	cmd := beaconctl(ctx, "--plaintext", "--server", lis.Addr().String(), "alloc", "watch")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -316,7 +316,7 @@ func TestWatch(t *testing.T) {
 			defer cancel()
 			var stdout, stderr syncBuffer
 			cmd := NewRootCommand(Env{Stdout: &stdout, Stderr: &stderr})
-			cmd.SetArgs(append([]string{"--server", addr}, tt.args...))
+			cmd.SetArgs(append([]string{"--plaintext", "--server", addr}, tt.args...))
 			done := make(chan error, 1)
 			go func() { done <- cmd.ExecuteContext(ctx) }()
 

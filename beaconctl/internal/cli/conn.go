@@ -50,18 +50,18 @@ func (g *globals) transportCredentials() (credentials.TransportCredentials, erro
 	if g.caFile != "" {
 		pem, err := os.ReadFile(g.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading --ca: %w", err)
+			return nil, fmt.Errorf("reading CA file (%s): %w", g.caSource, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificates found", g.caFile)
+			return nil, fmt.Errorf("CA file %s (%s): no PEM certificates found", g.caFile, g.caSource)
 		}
 		cfg.RootCAs = pool
 	}
 	if g.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(g.certFile, g.keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("loading --cert and --key: %w", err)
+			return nil, fmt.Errorf("loading the client certificate and key (%s): %w", g.certSource, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -35,6 +35,8 @@ type fakeIPAM struct {
 	ipamv1.UnimplementedAuditServiceServer
 	ipamv1.UnimplementedAnnouncementServiceServer
 	ipamv1.UnimplementedAnnouncerServiceServer
+	ipamv1.UnimplementedTenantServiceServer
+	ipamv1.UnimplementedTokenServiceServer
 
 	mu       sync.Mutex
 	requests []proto.Message
@@ -46,6 +48,9 @@ type fakeIPAM struct {
 	configs map[string]proto.Message
 	// announcers are the announcers by name.
 	announcers map[string]*ipamv1.Announcer
+	// tenants and tokens are the tenants and tokens by name.
+	tenants map[string]*ipamv1.Tenant
+	tokens  map[string]*ipamv1.Token
 	// pageSize is the page size when a request asks for none.
 	pageSize int
 	// err, if set, fails every call.
@@ -66,6 +71,8 @@ func newFake() *fakeIPAM {
 		allocs:     map[string]*ipamv1.Allocation{},
 		configs:    map[string]proto.Message{},
 		announcers: map[string]*ipamv1.Announcer{},
+		tenants:    map[string]*ipamv1.Tenant{},
+		tokens:     map[string]*ipamv1.Token{},
 		pageSize:   100,
 	}
 }
@@ -93,6 +100,8 @@ func (f *fakeIPAM) start(t *testing.T, opts ...grpc.ServerOption) string {
 	ipamv1.RegisterAuditServiceServer(s, f)
 	ipamv1.RegisterAnnouncementServiceServer(s, f)
 	ipamv1.RegisterAnnouncerServiceServer(s, f)
+	ipamv1.RegisterTenantServiceServer(s, f)
+	ipamv1.RegisterTokenServiceServer(s, f)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -430,10 +439,10 @@ func runStdin(ctx context.Context, env map[string]string, stdin io.Reader, args 
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
 
-// runAt runs beaconctl against the server at addr.
+// runAt runs beaconctl against the plaintext server at addr.
 func runAt(t *testing.T, addr string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return run(ctx, nil, append([]string{"--server", addr}, args...)...)
+	return run(ctx, nil, append([]string{"--plaintext", "--server", addr}, args...)...)
 }

@@ -98,7 +98,7 @@ func runConfigCases(t *testing.T, seed func(*fakeIPAM), tests []configCase) {
 			if seed != nil {
 				seed(f)
 			}
-			args := append([]string{"--server", f.start(t)}, tt.args...)
+			args := append([]string{"--plaintext", "--server", f.start(t)}, tt.args...)
 			if tt.file != "" {
 				path := filepath.Join(t.TempDir(), "resource.json")
 				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
@@ -605,7 +605,7 @@ tenants/acme/communities/tags   prod=65000:100,edge=large:64512:1:2
 	}
 	for _, s := range steps {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res := runStdin(ctx, nil, strings.NewReader(s.stdin), append([]string{"--server", addr}, s.args...)...)
+		res := runStdin(ctx, nil, strings.NewReader(s.stdin), append([]string{"--plaintext", "--server", addr}, s.args...)...)
 		cancel()
 		if s.wantErr != "" {
 			if res.err == nil || !strings.Contains(output.FormatError(res.err), s.wantErr) {

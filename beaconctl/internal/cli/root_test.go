@@ -52,22 +52,24 @@ func TestServerAndToken(t *testing.T) {
 		wantAuth  []string
 		wantError string
 	}{
-		{name: "server from env", env: map[string]string{EnvServer: addr}},
-		{name: "flag wins over env", env: map[string]string{EnvServer: dead}, args: []string{"--server", addr}},
-		{name: "no token, no metadata", args: []string{"--server", addr}},
-		{name: "token from env", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, wantAuth: []string{"Bearer s3cret"}},
-		{name: "flag token wins", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, args: []string{"--token", "other"}, wantAuth: []string{"Bearer other"}},
-		{name: "default server is the local ipamd", wantError: DefaultServer},
-		{name: "nothing listening", args: []string{"--server", dead}, wantError: "error: Unavailable: "},
+		{name: "server from env", env: map[string]string{EnvServer: addr}, args: []string{"--plaintext"}},
+		{name: "flag wins over env", env: map[string]string{EnvServer: dead}, args: []string{"--plaintext", "--server", addr}},
+		{name: "tls=false is plaintext", args: []string{"--tls=false", "--server", addr}},
+		{name: "no token, no metadata", args: []string{"--plaintext", "--server", addr}},
+		{name: "token from env", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, args: []string{"--plaintext"}, wantAuth: []string{"Bearer s3cret"}},
+		{name: "flag token wins", env: map[string]string{EnvServer: addr, EnvToken: "s3cret"}, args: []string{"--plaintext", "--token", "other"}, wantAuth: []string{"Bearer other"}},
+		{name: "default server is the gateway", wantError: DefaultServer},
+		{name: "plaintext default server is the local ipamd", args: []string{"--plaintext"}, wantError: DefaultPlaintextServer},
+		{name: "nothing listening", args: []string{"--plaintext", "--server", dead}, wantError: "error: Unavailable: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.name == "default server is the local ipamd" {
-				// Only meaningful if no ipamd runs here; skip rather than
-				// talk to a real one.
-				if c, err := net.DialTimeout("tcp", DefaultServer, time.Second); err == nil {
+			if tt.wantError == DefaultServer || tt.wantError == DefaultPlaintextServer {
+				// Only meaningful if nothing listens there; skip rather
+				// than talk to a real server.
+				if c, err := net.DialTimeout("tcp", tt.wantError, time.Second); err == nil {
 					c.Close()
-					t.Skip("something listens on " + DefaultServer)
+					t.Skip("something listens on " + tt.wantError)
 				}
 			}
 			before := len(f.recordedMetadata())
@@ -144,7 +146,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"pool", "list", "--page-size", "-1"}, "--page-size must not be negative"},
 		{[]string{"--timeout", "-1s", "pool", "list"}, "--timeout must not be negative"},
 		{[]string{"--cert", "c.pem", "pool", "list"}, "--cert and --key must be given together"},
-		{[]string{"--ca", "/nonexistent/ca.pem", "pool", "list"}, "reading --ca"},
+		{[]string{"--ca", "/nonexistent/ca.pem", "pool", "list"}, "reading CA file (--ca)"},
 		{[]string{"alloc", "release", "default/web"}, "add --tenant"},
 		{[]string{"alloc", "get", "x", "--tenant", "-"}, "cannot name one allocation"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
@@ -298,13 +300,17 @@ func TestTLS(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
+		env     map[string]string
 		wantErr string
 	}{
 		{name: "ca", args: []string{"--server", tlsAddr, "--ca", pki.caFile}},
 		{name: "tls with ca", args: []string{"--server", tlsAddr, "--tls", "--ca", pki.caFile}},
 		{name: "skip verify", args: []string{"--server", tlsAddr, "--insecure-skip-verify"}},
 		{name: "unknown CA", args: []string{"--server", tlsAddr, "--tls"}, wantErr: "Unavailable"},
-		{name: "plaintext to TLS", args: []string{"--server", tlsAddr}, wantErr: "Unavailable"},
+		{name: "plaintext to TLS", args: []string{"--plaintext", "--server", tlsAddr}, wantErr: "Unavailable"},
+		{name: "TLS is the default", args: []string{"--server", tlsAddr}, wantErr: "Unavailable"},
+		{name: "ca from env", args: []string{"--server", tlsAddr}, env: map[string]string{EnvCA: pki.caFile}},
+		{name: "client certificate from env", args: []string{"--server", mtlsAddr}, env: map[string]string{EnvCA: pki.caFile, EnvCert: pki.certFile, EnvKey: pki.keyFile}},
 		{name: "client certificate", args: []string{"--server", mtlsAddr, "--ca", pki.caFile, "--cert", pki.certFile, "--key", pki.keyFile}},
 		{name: "missing client certificate", args: []string{"--server", mtlsAddr, "--ca", pki.caFile}, wantErr: "Unavailable"},
 		{name: "key is not a certificate", args: []string{"--server", mtlsAddr, "--ca", pki.keyFile}, wantErr: "no PEM certificates"},
@@ -313,7 +319,7 @@ func TestTLS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			res := run(ctx, nil, append(tt.args, "pool", "list", "-o", "json")...)
+			res := run(ctx, tt.env, append(tt.args, "pool", "list", "-o", "json")...)
 			switch {
 			case tt.wantErr == "" && res.err != nil:
 				t.Fatalf("unexpected error: %s", output.FormatError(res.err))

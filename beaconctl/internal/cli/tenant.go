@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/beaconlb/beacon/beaconctl/internal/output"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// tenantName turns "acme" or "tenants/acme" into "tenants/acme"; unlike
+// tenantParent it refuses "-", which names no one tenant.
+func tenantName(s string) (string, error) {
+	name, err := tenantParent(s)
+	if err != nil {
+		return "", err
+	}
+	if name == "tenants/-" {
+		return "", fmt.Errorf("tenant - (every tenant) cannot name one tenant")
+	}
+	return name, nil
+}
+
+func newTenantCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "tenant",
+		Aliases: []string{"tenants"},
+		Short:   "Manage tenants and their address quotas",
+		Long: `Manage tenants: the clusters and provisioning systems that own allocations.
+
+A tenant is named "tenants/ID"; ID is 1-63 lower-case letters, digits and
+'-', and may be given without the "tenants/" prefix. Allocations may name a
+tenant that has no tenant resource; creating one sets its quota,
+--max-addresses (every address family counted; 0 for no limit). Allocations
+past the quota fail with ResourceExhausted. Deleting a tenant deletes the
+resource, not its allocations. Managing tenants needs the admin role.`,
+		Example: `  beaconctl tenant create acme --display-name "ACME prod cluster" --max-addresses 64
+  beaconctl tenant list
+  beaconctl tenant update acme --max-addresses 128
+  beaconctl tenant delete acme`,
+	}
+	cmd.AddCommand(
+		newTenantCreateCommand(g),
+		newTenantGetCommand(g),
+		newTenantListCommand(g),
+		newTenantUpdateCommand(g),
+		newTenantDeleteCommand(g),
+	)
+	return cmd
+}
+
+func tenantClient(g *globals) (ipamv1.TenantServiceClient, func(), error) {
+	conn, err := g.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ipamv1.NewTenantServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func tenantResourceName(t *ipamv1.Tenant) string { return t.GetName() }
+
+func printTenant(g *globals, w io.Writer, t *ipamv1.Tenant) error {
+	return printOne(g, w, t, tenantResourceName, output.TenantTable)
+}
+
+func newTenantCreateCommand(g *globals) *cobra.Command {
+	var (
+		displayName  string
+		maxAddresses uint64
+		requestID    string
+	)
+	cmd := &cobra.Command{
+		Use:   "create ID [flags]",
+		Short: "Create a tenant",
+		Example: `  beaconctl tenant create acme
+  beaconctl tenant create lab --display-name "Lab machines" --max-addresses 256`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := tenantName(args[0])
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := tenantClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := g.callContext(cmd.Context())
+			defer cancel()
+			resp, err := client.CreateTenant(ctx, &ipamv1.CreateTenantRequest{
+				TenantId:  strings.TrimPrefix(name, "tenants/"),
+				Tenant:    &ipamv1.Tenant{DisplayName: displayName, MaxAddresses: maxAddresses},
+				RequestId: requestID,
+			})
+			if err != nil {
+				return err
+			}
+			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&displayName, "display-name", "", "`TEXT` naming the tenant for people")
+	fs.Uint64Var(&maxAddresses, "max-addresses", 0, "the most addresses `N` the tenant may hold at once, every family counted (0: no limit)")
+	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
+	return cmd
+}
+
+func newTenantGetCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a tenant with its usage",
+		Example: `  beaconctl tenant get acme
+  beaconctl tenant get tenants/acme -o json`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := tenantName(args[0])
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := tenantClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := g.callContext(cmd.Context())
+			defer cancel()
+			resp, err := client.GetTenant(ctx, &ipamv1.GetTenantRequest{Name: name})
+			if err != nil {
+				return err
+			}
+			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
+		},
+	}
+}
+
+func newTenantListCommand(g *globals) *cobra.Command {
+	var pages pageFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tenants with their usage",
+		Example: `  beaconctl tenant list
+  beaconctl tenant list -o name`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, closeConn, err := tenantClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			tenants, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Tenant, string, error) {
+				resp, err := client.ListTenants(ctx, &ipamv1.ListTenantsRequest{PageSize: pages.size, PageToken: token})
+				return resp.GetTenants(), resp.GetNextPageToken(), err
+			})
+			if err != nil {
+				return err
+			}
+			return printList(g, cmd.OutOrStdout(), tenants, tenantResourceName, output.TenantTable)
+		},
+	}
+	pages.register(cmd.Flags(), "tenants")
+	return cmd
+}
+
+func newTenantUpdateCommand(g *globals) *cobra.Command {
+	var (
+		displayName  string
+		maxAddresses uint64
+		etag         string
+		requestID    string
+	)
+	cmd := &cobra.Command{
+		Use:   "update ID [flags]",
+		Short: "Change a tenant's display name or quota",
+		Long: `Change the fields of a tenant named by the flags that are set; other fields
+are left as they are. Lowering --max-addresses below what the tenant holds
+releases nothing: it only refuses new allocations.`,
+		Example: `  beaconctl tenant update acme --max-addresses 128
+  beaconctl tenant update acme --max-addresses 0          # no limit
+  beaconctl tenant update acme --display-name "ACME" --etag "$ETAG"`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := tenantName(args[0])
+			if err != nil {
+				return err
+			}
+			fs := cmd.Flags()
+			tenant := &ipamv1.Tenant{Name: name, Etag: etag}
+			var paths []string
+			if fs.Changed("display-name") {
+				tenant.DisplayName = displayName
+				paths = append(paths, "display_name")
+			}
+			if fs.Changed("max-addresses") {
+				tenant.MaxAddresses = maxAddresses
+				paths = append(paths, "max_addresses")
+			}
+			if len(paths) == 0 {
+				return fmt.Errorf("nothing to update: set --display-name or --max-addresses")
+			}
+			client, closeConn, err := tenantClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := g.callContext(cmd.Context())
+			defer cancel()
+			resp, err := client.UpdateTenant(ctx, &ipamv1.UpdateTenantRequest{
+				Tenant:     tenant,
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
+				RequestId:  requestID,
+			})
+			if err != nil {
+				return err
+			}
+			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&displayName, "display-name", "", "new display name `TEXT`")
+	fs.Uint64Var(&maxAddresses, "max-addresses", 0, "new quota `N` (0: no limit)")
+	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the tenant still has this `ETAG`")
+	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
+	return cmd
+}
+
+func newTenantDeleteCommand(g *globals) *cobra.Command {
+	var etag, requestID string
+	cmd := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete a tenant (not its allocations)",
+		Example: `  beaconctl tenant delete acme
+  beaconctl tenant delete acme --etag "$ETAG"`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := tenantName(args[0])
+			if err != nil {
+				return err
+			}
+			client, closeConn, err := tenantClient(g)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx, cancel := g.callContext(cmd.Context())
+			defer cancel()
+			resp, err := client.DeleteTenant(ctx, &ipamv1.DeleteTenantRequest{Name: name, Etag: etag, RequestId: requestID})
+			if err != nil {
+				return err
+			}
+			return printDeleted(g, cmd.OutOrStdout(), name, resp)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the tenant still has this `ETAG`")
+	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
+	return cmd
+}
