@@ -69,7 +69,7 @@ run: build ## Run Beacon on this machine: IPAM (embedded etcd, data in .data/) b
 	echo ">> admin token: $$(cat $(DATA)/admin-token)"; \
 	echo ">> try:   curl --cacert $(DATA)/certs/ca.pem -H \"Authorization: Bearer $$(cat $(DATA)/admin-token)\" https://127.0.0.1:8443/v1/pools"; \
 	echo ">>        curl --cacert $(DATA)/certs/ca.pem --cert $(DATA)/certs/client-tenant-demo.pem --key $(DATA)/certs/client-tenant-demo-key.pem https://127.0.0.1:8443/v1/tenants/demo/allocations"; \
-	echo ">>        $(BIN)/beaconctl pool create web --range 192.0.2.0/24   (straight to ipamd)"; \
+	echo ">>        $(BIN)/beaconctl pool create web --range 192.0.2.0/24   (through the gateway, as admin)"; \
 	wait -n $$ipamd $$gw; status=$$?; kill $$ipamd $$gw 2>/dev/null; wait; exit $$status
 
 ## ---- generated code --------------------------------------------------------

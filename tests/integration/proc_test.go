@@ -120,7 +120,7 @@ func ctl(t *testing.T, d *daemon, wantFail bool, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "beaconctl"), append([]string{"--server", d.grpc}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir(t), "beaconctl"), append([]string{"--plaintext", "--server", d.grpc}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
