@@ -41,7 +41,7 @@ const (
 	DefaultMaxUnaryTimeout   = 30 * time.Second
 	DefaultMaxStreamsPerConn = 100
 	DefaultShutdownGrace     = 10 * time.Second
-	DefaultRefusalHold       = 100 * time.Millisecond
+	DefaultRefusalHold       = 250 * time.Millisecond
 )
 
 // Config is what a Gateway needs.
