@@ -52,6 +52,7 @@ type options struct {
 	noisyConns   int
 	rateLimit    float64
 	rateBurst    int
+	refusalHold  time.Duration
 	out          string
 }
 
@@ -64,6 +65,7 @@ func main() {
 	fs.IntVar(&o.noisyConns, "noisy-conns", 4, "connections the noisy tenant spreads its flood over")
 	fs.Float64Var(&o.rateLimit, "rate-limit", 100, "gateway rate limit, calls/s per tenant and role")
 	fs.IntVar(&o.rateBurst, "rate-burst", 100, "gateway rate limit burst")
+	fs.DurationVar(&o.refusalHold, "refusal-hold", gateway.DefaultRefusalHold, "how long the gateway holds a rate-limited call before refusing it (negative: not at all)")
 	fs.StringVar(&o.out, "out", "", "also write the BENCH lines to this file")
 	_ = fs.Parse(os.Args[1:])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -131,6 +133,7 @@ func bench(ctx context.Context, o options, progress io.Writer) ([]string, error)
 		BootstrapSecret: bootstrap,
 		RateLimit:       o.rateLimit,
 		RateBurst:       o.rateBurst,
+		RefusalHold:     o.refusalHold,
 		Logger:          slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

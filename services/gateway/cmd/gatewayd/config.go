@@ -65,7 +65,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&negTTL, "token-negative-ttl", "2s", "how long an unknown token is refused without asking the IPAM")
 	str(&rateLimit, "rate-limit", "100", "calls per second per tenant and role (0: no limit)")
 	str(&rateBurst, "rate-burst", "200", "calls a tenant and role may make at once above the rate")
-	str(&hold, "rate-limit-hold", "100ms", "how long a rate-limited call waits before it is refused (0s: not at all)")
+	str(&hold, "rate-limit-hold", "250ms", "about how long a rate-limited call waits before it is refused (jittered ±50%; 0s: not at all)")
 	str(&unary, "max-unary-timeout", "30s", "longest deadline of a unary call (streams have none)")
 	str(&body, "max-rest-body", "1048576", "largest REST request body in bytes")
 	str(&streams, "max-streams-per-conn", "100", "concurrent gRPC streams per client connection")

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -41,7 +42,7 @@ const (
 	DefaultMaxUnaryTimeout   = 30 * time.Second
 	DefaultMaxStreamsPerConn = 100
 	DefaultShutdownGrace     = 10 * time.Second
-	DefaultRefusalHold       = 100 * time.Millisecond
+	DefaultRefusalHold       = 250 * time.Millisecond
 )
 
 // Config is what a Gateway needs.
@@ -167,7 +168,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	common = append(common, grpc.ForceServerCodecV2(proxy.Codec()))
 	g.public = grpc.NewServer(append(common, grpc.UnknownServiceHandler(g.proxy.Handler(false)))...)
 	healthpb.RegisterHealthServer(g.public, g.health)
-	g.internal = grpc.NewServer(append(common, grpc.UnknownServiceHandler(g.proxy.Handler(true)))...)
+	// Every REST call shares the one in-process connection; the limit per
+	// client connection is the TLS listener's.
+	g.internal = grpc.NewServer(append(common, grpc.MaxConcurrentStreams(math.MaxUint32), grpc.UnknownServiceHandler(g.proxy.Handler(true)))...)
 	g.internalLis = bufconn.Listen(1 << 20)
 	go func() { _ = g.internal.Serve(g.internalLis) }()
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -45,9 +46,9 @@ type Config struct {
 	Auth *auth.Authenticator
 	// Limiter rate-limits callers; nil: no limit.
 	Limiter *limit.Limiter
-	// RefusalHold is how long a call refused by the rate limit is held
-	// before the refusal is sent (the RetryInfo delay then counts from the
-	// send); 0 sends it at once.
+	// RefusalHold is about how long a call refused by the rate limit is
+	// held before the refusal is sent (from half to one and a half times
+	// it; the RetryInfo delay counts from the send); 0 sends it at once.
 	RefusalHold time.Duration
 	// MaxUnaryTimeout caps the deadline of unary calls (a caller's shorter
 	// deadline stands); streams have none. 0: no cap.
@@ -181,8 +182,11 @@ func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 		// (ignoring RetryInfo) then floods at a few calls per second per
 		// stream instead of as fast as the gateway can refuse, which keeps
 		// the CPU for the other tenants.
+		// Jittered (½ to 1½ times RefusalHold), so that the held calls of
+		// one flooding client do not all come back at once.
 		hold := p.cfg.RefusalHold
 		if hold > 0 {
+			hold = hold/2 + rand.N(hold)
 			t := time.NewTimer(hold)
 			select {
 			case <-ctx.Done():
