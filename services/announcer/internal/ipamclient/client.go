@@ -182,6 +182,7 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 	go func() { errs <- c.sender(ctx, send, heartbeat) }()
 	go func() {
 		plan := last
+		var interval time.Duration
 		for {
 			resp, err := stream.Recv()
 			if err != nil {
@@ -189,9 +190,13 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 				return
 			}
 			heard()
-			if hb := resp.GetHeartbeatInterval(); hb != nil {
+			// Only a change of interval resets the sender's ticker: the IPAM
+			// repeats the interval on every message, its own heartbeats
+			// included, and resetting on each would stop ours.
+			if hb := resp.GetHeartbeatInterval(); hb != nil && hb.AsDuration() != interval {
+				interval = hb.AsDuration()
 				select {
-				case heartbeat <- hb.AsDuration():
+				case heartbeat <- interval:
 				default:
 				}
 			}

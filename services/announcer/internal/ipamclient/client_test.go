@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
@@ -22,6 +24,7 @@ type fakeIPAM struct {
 	push   chan *ipamv1.SubscribeResponse
 	hellos chan *ipamv1.SubscribeHello
 	status chan *ipamv1.AnnouncerStatus
+	beats  atomic.Int64
 }
 
 func (f *fakeIPAM) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
@@ -38,6 +41,9 @@ func (f *fakeIPAM) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) err
 			}
 			if st := m.GetStatus(); st != nil {
 				f.status <- st
+			}
+			if m.GetHeartbeat() != nil {
+				f.beats.Add(1)
 			}
 		}
 	}()
@@ -141,5 +147,33 @@ func TestSnapshotChangesReconnectAndGrace(t *testing.T) {
 		case <-deadline:
 			t.Fatal("never reported lost")
 		}
+	}
+}
+
+// The IPAM's own heartbeats repeat the interval; they must not stop the
+// announcer's heartbeats (which would make the IPAM end the session).
+func TestHeartbeatsKeepFlowingWhileTheIPAMSendsItsOwn(t *testing.T) {
+	f, conn, _ := serve(t)
+	c := New([]grpc.ClientConnInterface{conn}, Identity{Tenant: "c1", Node: "n1"}, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	<-f.hellos
+	next(t, c)
+	hb := durationpb.New(100 * time.Millisecond)
+	stop := time.After(time.Second)
+	tick := time.NewTicker(40 * time.Millisecond)
+	defer tick.Stop()
+	before := f.beats.Load()
+	for done := false; !done; {
+		select {
+		case <-tick.C:
+			f.push <- &ipamv1.SubscribeResponse{HeartbeatInterval: hb}
+		case <-stop:
+			done = true
+		}
+	}
+	if got := f.beats.Load() - before; got < 5 {
+		t.Fatalf("the announcer sent %d heartbeats in a second at a 100ms interval", got)
 	}
 }
