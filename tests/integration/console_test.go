@@ -653,7 +653,8 @@ func fakeAnnouncer(t *testing.T, addr, tenant, node string, status *ipamv1.Annou
 		}
 	}()
 	go func() {
-		tick := time.NewTicker(500 * time.Millisecond)
+		// The IPAM ends a session after three missed 200 ms heartbeats.
+		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
