@@ -124,7 +124,13 @@ func TestGRPCInstrumentation(t *testing.T) {
 		t.Errorf("server span parent is not remote: %+v", server.Parent)
 	}
 
+	// The server records its call after it has answered, which may be after
+	// the client has its answer: wait for it.
 	body := scrape(t, tel.MetricsHandler())
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(body, `rpc_server_call_duration_seconds_count{`) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		body = scrape(t, tel.MetricsHandler())
+	}
 	for _, want := range []string{
 		`rpc_server_call_duration_seconds_count{`,
 		`rpc_client_call_duration_seconds_count{`,
