@@ -122,7 +122,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	c.LeaseDuration = dur("lease-duration", leaseDur, true)
 	c.RenewDeadline = dur("renew-deadline", renew, true)
 	c.RetryPeriod = dur("retry-period", retryP, true)
-	if c.LeaderElect && !(c.RetryPeriod < c.RenewDeadline && c.RenewDeadline < c.LeaseDuration) {
+	if c.LeaderElect && (c.RetryPeriod >= c.RenewDeadline || c.RenewDeadline >= c.LeaseDuration) {
 		errs = append(errs, errors.New("leader election needs --retry-period < --renew-deadline < --lease-duration"))
 	}
 	integer := func(name, v string, lo, hi int) int {
