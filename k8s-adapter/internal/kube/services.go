@@ -70,11 +70,15 @@ func (c *Controller) releaseOwner(ctx context.Context, owner string) error {
 func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error {
 	key := svc.Namespace + "/" + svc.Name
 	_, isHeld := c.held.Load(key)
-	_, annotated := svc.Annotations[request.PoolAnnotation]
-	finalized := slices.Contains(svc.Finalizers, Finalizer)
-	if !isHeld && !annotated && !finalized {
+	// The Service is this adapter's to let go if it holds an allocation for
+	// it, or wrote its tenant on it (then a crash may have come between the
+	// release and taking back the finalizer).
+	marked := svc.Annotations[request.TenantAnnotation] == c.cfg.Tenant
+	if !isHeld && !marked {
 		return nil
 	}
+	_, annotated := svc.Annotations[request.PoolAnnotation]
+	finalized := slices.Contains(svc.Finalizers, Finalizer)
 	addrs, err := c.lb.Release(ctx, key)
 	if err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonReleaseFailed, "Releasing %s failed: %v", key, err)
@@ -94,10 +98,10 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 			return err
 		}
 	}
-	if annotated || finalized {
+	if annotated || finalized || marked {
 		patch := map[string]any{"metadata": map[string]any{
 			"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
-			"annotations":                         map[string]any{request.PoolAnnotation: nil},
+			"annotations":                         map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil},
 		}}
 		if err := c.patchMeta(ctx, svc, patch); err != nil {
 			return err
@@ -199,10 +203,10 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 		}
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}
-	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool {
+	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
 		patch := map[string]any{"metadata": map[string]any{
 			"finalizers":  []string{Finalizer},
-			"annotations": map[string]any{request.PoolAnnotation: pool},
+			"annotations": map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant},
 		}}
 		if err := c.patchMeta(ctx, svc, patch); err != nil {
 			return err

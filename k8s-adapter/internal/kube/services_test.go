@@ -327,7 +327,7 @@ func TestClassFiltering(t *testing.T) {
 		return len(ingress(s)) == 0 && len(s.Finalizers) == 0 && s.Annotations[request.PoolAnnotation] == "", fmt.Sprint(ingress(s), s.Finalizers, s.Annotations)
 	})
 	if e.allocation(e.ns+"/ours") != nil {
-		t.Errorf("ours still holds an allocation")
+		t.Errorf("ours still holds an allocation: %v", e.allocation(e.ns+"/ours"))
 	}
 	if msg := e.waitEvent("ours", kube.ReasonReleased); !strings.Contains(msg, ours[0]) {
 		t.Errorf("release event %q does not name %s", msg, ours[0])

@@ -37,6 +37,11 @@ const (
 // pool its addresses came from.
 const PoolAnnotation = PrefixBeacon + "ip-allocated-from-pool"
 
+// TenantAnnotation is the annotation the adapter writes on a Service it
+// allocates for: its tenant. With it, adapters of two tenants (two classes)
+// in one cluster each take back only their own finalizer and status.
+const TenantAnnotation = PrefixBeacon + "tenant"
+
 // Port is a port a Service serves.
 type Port struct {
 	Port     int32

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -287,6 +288,24 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			return fmt.Errorf("kube-apiserver not ready after 60s\n%s", tail(c.apiserver.Output()))
 		}
 	}
+}
+
+// Kubectl runs the kubectl built by tests/testbins against the cluster with
+// stdin as input, and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	bins, err := TestbinsDir()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bins, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
 }
 
 // Logs returns the tail of the API server's and etcd's output.
