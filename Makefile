@@ -134,6 +134,11 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 bench: ## Benchmarks; prints BENCH lines (see docs/performance.md).
 	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
 
+.PHONY: bench-k8s
+bench-k8s: testbins build ## The k8s-adapter's benchmarks (1,000 and 10,000 Services; minutes); prints BENCH lines.
+	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) BEACON_K8S_BENCH=1 \
+	  go test -count=1 -timeout=30m -run 'TestBench' -v ./k8s-adapter/internal/kube/ | grep -E '^(BENCH|--- |ok|FAIL)|bench_test'
+
 .PHONY: clean
 clean: ## Remove built binaries and local data.
 	rm -rf $(BIN) $(DATA) bench.out

@@ -157,6 +157,8 @@ type Controller struct {
 	// held are the owners known to hold an allocation: from the resync at
 	// start and every successful Ensure, until released.
 	held sync.Map
+	// memos remember what was last done per Service (see memo).
+	memos sync.Map
 	// sharing serializes allocations under one sharing key.
 	sharing [64]sync.Mutex
 

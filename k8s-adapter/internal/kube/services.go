@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,6 +23,7 @@ import (
 	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
 // Event reasons.
@@ -59,6 +64,7 @@ func (c *Controller) releaseOwner(ctx context.Context, owner string) error {
 		return err
 	}
 	c.held.Delete(owner)
+	c.memos.Delete(owner)
 	if len(addrs) > 0 {
 		c.logger.InfoContext(ctx, "released addresses of a deleted service", "service", owner, "addresses", addrs)
 	}
@@ -85,6 +91,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 		return err
 	}
 	c.held.Delete(key)
+	c.memos.Delete(key)
 	why := "it is no longer a LoadBalancer Service of class " + c.cfg.Filter.Class
 	if svc.DeletionTimestamp != nil {
 		why = "the Service is being deleted"
@@ -94,7 +101,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why)
 	}
 	if svc.DeletionTimestamp == nil && annotated && len(svc.Status.LoadBalancer.Ingress) > 0 && ingressWithin(svc, addrs) {
-		if err := c.patchStatus(ctx, svc, nil); err != nil {
+		if _, err := c.patchStatus(ctx, svc, nil); err != nil {
 			return err
 		}
 	}
@@ -103,7 +110,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 			"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
 			"annotations":                         map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil},
 		}}
-		if err := c.patchMeta(ctx, svc, patch); err != nil {
+		if _, err := c.patchMeta(ctx, svc, patch); err != nil {
 			return err
 		}
 	}
@@ -128,6 +135,12 @@ func ingressWithin(svc *corev1.Service, addrs []string) bool {
 // serve allocates for a Service that is the adapter's.
 func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.Service) error {
 	key := s.Owner()
+	m := c.memoOf(key, svc.UID)
+	if m != nil && slices.Contains(m.stale, svc.ResourceVersion) {
+		// The cache has not yet seen this adapter's last write to the
+		// Service; the event of that write queues it again.
+		return nil
+	}
 	opts := request.Options{
 		MetalLBPool: func(name string) string { return metallb.PoolID(c.cfg.Tenant, c.cfg.MetalLBNamespace, name) },
 	}
@@ -155,6 +168,24 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 	}
 
 	prev := ingressIPs(svc)
+	sum, err := hashOf(want)
+	if err != nil {
+		return err
+	}
+	var res lb.Result
+	if m != nil && m.want == sum && time.Since(m.at) < memoTTL {
+		// Asked the IPAM moments ago with the same request.
+		res.Allocation = m.alloc
+	} else if res, err = c.ensure(ctx, svc, key, want, prev); err != nil {
+		return err
+	}
+	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: time.Now()}
+	c.memos.Store(key, m)
+	return c.publish(ctx, svc, key, want, res, prev, m)
+}
+
+// ensure asks the IPAM for the Service's allocation.
+func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string, want *ipamv1.Allocation, prev []string) (lb.Result, error) {
 	if k := want.GetSharingKey(); k != "" {
 		// The IPAM picks a shared address only among committed claims: two
 		// sharers allocated at the same moment would get two addresses.
@@ -170,7 +201,7 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationFailed, "Failed to allocate an address: %v", err)
 		if len(res.Replaced) > 0 && len(prev) > 0 {
 			// The old addresses are gone: do not advertise them.
-			if perr := c.patchStatus(ctx, svc, nil); perr != nil {
+			if _, perr := c.patchStatus(ctx, svc, nil); perr != nil {
 				err = errors.Join(err, perr)
 			}
 		}
@@ -178,16 +209,27 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 		if errors.As(err, &le) && !le.Retryable() {
 			c.logger.InfoContext(ctx, "allocation refused", "service", key, "reason", le.Reason, "error", le.Message)
 		}
-		return err
+		c.memos.Delete(key)
+		return res, err
 	}
 	c.held.Store(key, struct{}{})
+	return res, nil
+}
+
+// publish writes the allocation into the Service: status, pool and tenant
+// annotations, finalizer, Events.
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key string, want *ipamv1.Allocation, res lb.Result, prev []string, m *memo) error {
+	rv := svc.ResourceVersion
+	var stale []string
 	addrs := res.Allocation.GetAddresses()
 	pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
 
 	if !statusIs(svc, addrs) {
-		if err := c.patchStatus(ctx, svc, addrs); err != nil {
+		next, err := c.patchStatus(ctx, svc, addrs)
+		if err != nil {
 			return err
 		}
+		stale, rv = append(stale, rv), next
 		switch {
 		case len(prev) == 0:
 			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
@@ -208,11 +250,52 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 			"finalizers":  []string{Finalizer},
 			"annotations": map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant},
 		}}
-		if err := c.patchMeta(ctx, svc, patch); err != nil {
+		if _, err := c.patchMeta(ctx, svc, patch); err != nil {
 			return err
 		}
+		stale = append(stale, rv)
 	}
+	// The versions before the newest write are stale views of the Service.
+	m.stale = stale
 	return nil
+}
+
+// memoTTL is how long a successful answer of the IPAM is reused for an
+// unchanged request. Within it, the updates a Service goes through as the
+// adapter writes its status and finalizer cost no IPAM call; after it, and
+// at every restart, the IPAM is asked again.
+const memoTTL = 30 * time.Second
+
+// memo is what the adapter last did for one Service.
+type memo struct {
+	uid   types.UID
+	want  [32]byte           // hash of the request
+	alloc *ipamv1.Allocation // the IPAM's answer to it
+	at    time.Time          // when it answered
+	// stale are resourceVersions older than the adapter's last write to
+	// the Service: a reconcile that sees one of them in the cache waits for
+	// the event of that write instead of writing again.
+	stale []string
+}
+
+func (c *Controller) memoOf(key string, uid types.UID) *memo {
+	v, ok := c.memos.Load(key)
+	if !ok {
+		return nil
+	}
+	m, _ := v.(*memo)
+	if m == nil || m.uid != uid {
+		return nil
+	}
+	return m
+}
+
+func hashOf(a *ipamv1.Allocation) ([32]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }
 
 // sharingLock returns the lock that serializes allocations under one
@@ -276,40 +359,42 @@ func statusIs(svc *corev1.Service, addrs []string) bool {
 	return true
 }
 
-// patchStatus sets status.loadBalancer.ingress to addrs (nil clears it).
-func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, addrs []string) error {
+// patchStatus sets status.loadBalancer.ingress to addrs (nil clears it) and
+// returns the Service's new resourceVersion.
+func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, addrs []string) (string, error) {
 	ingress := make([]map[string]any, 0, len(addrs))
 	for _, a := range addrs {
 		ingress = append(ingress, map[string]any{"ip": a, "ipMode": string(corev1.LoadBalancerIPModeVIP)})
 	}
 	body, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": ingress}}})
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Component}, "status")
+	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Component}, "status")
 	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile: the delete event releases it
+		return "", nil // deleted meanwhile: the delete event releases it
 	}
 	if err != nil {
-		return fmt.Errorf("write status of %s/%s: %w", svc.Namespace, svc.Name, err)
+		return "", fmt.Errorf("write status of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	return nil
+	return out.ResourceVersion, nil
 }
 
-// patchMeta applies a strategic merge patch to a Service's metadata.
-func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, patch map[string]any) error {
+// patchMeta applies a strategic merge patch to a Service's metadata and
+// returns its new resourceVersion.
+func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, patch map[string]any) (string, error) {
 	body, err := json.Marshal(patch)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: Component})
+	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: Component})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("patch %s/%s: %w", svc.Namespace, svc.Name, err)
+		return "", fmt.Errorf("patch %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	return nil
+	return out.ResourceVersion, nil
 }
 
 // toRequest copies what decides a Service's allocation.

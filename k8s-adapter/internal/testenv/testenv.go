@@ -89,7 +89,8 @@ func startProc(name, bin string, args []string, onLine func(string)) (*proc, err
 	p := &proc{name: name, cmd: exec.Command(bin, args...), exited: make(chan struct{}), onLine: onLine}
 	r, w := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = w, w
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test process, even if it dies without cleaning up.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
