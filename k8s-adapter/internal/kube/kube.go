@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -352,7 +353,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true
 	}
-	c.logger.WarnContext(ctx, "reconcile failed; will retry", "service", key, "error", err, "attempt", c.queue.NumRequeues(key)+1)
+	level := slog.LevelWarn
+	if apierrors.IsConflict(err) {
+		level = slog.LevelDebug // another writer came first; the cache will catch up
+	}
+	c.logger.Log(ctx, level, "reconcile failed; will retry", "service", key, "error", err, "attempt", c.queue.NumRequeues(key)+1)
 	c.queue.AddRateLimited(key)
 	return true
 }

@@ -100,17 +100,16 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %s: %s", strings.Join(addrs, ", "), why)
 		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why)
 	}
+	rv := svc.ResourceVersion
 	if svc.DeletionTimestamp == nil && annotated && len(svc.Status.LoadBalancer.Ingress) > 0 && ingressWithin(svc, addrs) {
-		if _, err := c.patchStatus(ctx, svc, nil); err != nil {
+		if rv, err = c.patchStatus(ctx, svc, nil); err != nil {
 			return err
 		}
 	}
 	if annotated || finalized || marked {
-		patch := map[string]any{"metadata": map[string]any{
-			"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
-			"annotations":                         map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil},
-		}}
-		if _, err := c.patchMeta(ctx, svc, patch); err != nil {
+		finalizers := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == Finalizer })
+		annotations := map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil}
+		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}
 	}
@@ -246,11 +245,12 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key strin
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}
 	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
-		patch := map[string]any{"metadata": map[string]any{
-			"finalizers":  []string{Finalizer},
-			"annotations": map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant},
-		}}
-		if _, err := c.patchMeta(ctx, svc, patch); err != nil {
+		finalizers := svc.Finalizers
+		if !slices.Contains(finalizers, Finalizer) {
+			finalizers = append(slices.Clone(finalizers), Finalizer)
+		}
+		annotations := map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant}
+		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}
 		stale = append(stale, rv)
@@ -380,14 +380,22 @@ func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, addrs
 	return out.ResourceVersion, nil
 }
 
-// patchMeta applies a strategic merge patch to a Service's metadata and
-// returns its new resourceVersion.
-func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, patch map[string]any) (string, error) {
-	body, err := json.Marshal(patch)
+// patchMeta sets a Service's finalizers and some annotations (nil removes
+// one) if its resourceVersion is still rv, and returns the new one. It is a
+// JSON merge patch, which costs the API server less than a strategic merge
+// patch; the resourceVersion keeps it from overwriting another writer's
+// finalizers (a conflict is retried from a fresh cache).
+func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, rv string, finalizers []string, annotations map[string]any) (string, error) {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": rv, "finalizers": finalizers, "annotations": annotations,
+	}})
 	if err != nil {
 		return "", err
 	}
-	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: Component})
+	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Component})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
