@@ -245,22 +245,28 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		return fail(err)
 	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := writeFile(c.Kubeconfig, fmt.Sprintf(`apiVersion: v1
+	if err := c.WriteKubeconfig(c.Kubeconfig, c.Token); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// WriteKubeconfig writes a kubeconfig file for the API server that
+// authenticates with token.
+func (c *Cluster) WriteKubeconfig(path, token string) error {
+	return writeFile(path, fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: test
   cluster: {server: %q, insecure-skip-tls-verify: true}
 users:
-- name: admin
+- name: user
   user: {token: %q}
 contexts:
 - name: test
-  context: {cluster: test, user: admin}
+  context: {cluster: test, user: user}
 current-context: test
-`, c.Host, c.Token)); err != nil {
-		return fail(err)
-	}
-	return c, nil
+`, c.Host, token))
 }
 
 func (c *Cluster) waitReady(ctx context.Context) error {
