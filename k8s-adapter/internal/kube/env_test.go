@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -107,7 +108,26 @@ func newEnv(t *testing.T, nsLabels map[string]string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so it runs last, after the test's adapters stopped:
+	// free the Services' ClusterIPs (the IPv4 range is a /26) for later
+	// tests. Without kube-controller-manager the namespace itself would
+	// stay Terminating, so it stays.
+	t.Cleanup(func() { e.deleteServices() })
 	return e
+}
+
+func (e *env) deleteServices() {
+	ctx := context.Background()
+	list, err := k8s.CoreV1().Services(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) > 200 {
+		return // a benchmark's thousands of Services go with the API server
+	}
+	for _, s := range list.Items {
+		if len(s.Finalizers) > 0 {
+			_, _ = k8s.CoreV1().Services(e.ns).Patch(ctx, s.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+		_ = k8s.CoreV1().Services(e.ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+	}
 }
 
 // v4 and v6 return ranges of the test's own: 198.18.N.0/24 (RFC 2544's
