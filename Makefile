@@ -8,7 +8,9 @@ SHELL := /bin/bash
 BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.bin
 DATA      := $(CURDIR)/.data
-MODULES   := proto pkg services/ipam services/announcer services/gateway beaconctl tests/integration
+MODULES   := proto pkg services/ipam services/announcer services/gateway beaconctl k8s-adapter tests/integration
+# kube-apiserver, etcd and kubectl for the k8s-adapter's tests (tests/testbins).
+TESTBINS  ?= $(or $(BEACON_CACHE),$(CURDIR)/.cache)/testbins
 GO_TEST_FLAGS ?= -race -count=1 -timeout=20m
 FUZZTIME  ?= 30s
 export PATH := $(TOOLS):$(PATH)
@@ -113,13 +115,21 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 ## ---- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: deps tools check-generated lint test-unit test-integration ## Every check and test (what CI runs).
+test: deps tools check-generated lint test-unit test-k8s test-integration ## Every check and test (what CI runs).
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit
 test-unit: ## Go tests of every module, with the race detector.
 	go vet $(addprefix ./,$(addsuffix /...,$(MODULES)))
-	go test $(GO_TEST_FLAGS) $(addprefix ./,$(addsuffix /...,$(filter-out tests/integration,$(MODULES))))
+	go test $(GO_TEST_FLAGS) $(addprefix ./,$(addsuffix /...,$(filter-out tests/integration k8s-adapter,$(MODULES))))
+
+.PHONY: testbins
+testbins: ## Build kube-apiserver, etcd and kubectl for the adapter's tests, once (5-12 min fresh).
+	tests/testbins/build.sh $(TESTBINS)
+
+.PHONY: test-k8s
+test-k8s: testbins build ## The k8s-adapter's tests, against a real kube-apiserver and ipamd.
+	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./k8s-adapter/...
 
 .PHONY: test-integration
 test-integration: build ## End-to-end tests against the real binaries.
@@ -146,6 +156,11 @@ bench: build ## Benchmarks; prints BENCH lines into bench.out too (see docs/perf
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
+
+.PHONY: bench-k8s
+bench-k8s: testbins build ## The k8s-adapter's benchmarks (1,000 and 10,000 Services; minutes); prints BENCH lines.
+	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) BEACON_K8S_BENCH=1 \
+	  go test -count=1 -timeout=30m -run 'TestBench' -v ./k8s-adapter/internal/kube/ | grep -E '^(BENCH|--- |ok|FAIL)|bench_test'
 
 .PHONY: clean
 clean: ## Remove built binaries and local data.

@@ -1,0 +1,431 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// Event reasons.
+const (
+	ReasonAllocated        = "IPAllocated"
+	ReasonChanged          = "IPChanged"
+	ReasonReleased         = "IPReleased"
+	ReasonAllocationFailed = "AllocationFailed"
+	ReasonReleaseFailed    = "ReleaseFailed"
+	ReasonUpdated          = "AllocationUpdated"
+)
+
+// syncService makes one Service's allocation, status, annotation and
+// finalizer agree with what it asks for.
+func (c *Controller) syncService(ctx context.Context, key string) error {
+	obj, exists, err := c.services.GetIndexer().GetByKey(key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return c.releaseOwner(ctx, key)
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return fmt.Errorf("%s: cached object is a %T", key, obj)
+	}
+	s := toRequest(svc)
+	if !c.cfg.Filter.Wants(s) {
+		return c.stopServing(ctx, svc)
+	}
+	return c.serve(ctx, svc, s)
+}
+
+// releaseOwner releases the allocation of a Service that no longer exists.
+func (c *Controller) releaseOwner(ctx context.Context, owner string) error {
+	addrs, err := c.lb.Release(ctx, owner)
+	if err != nil {
+		return err
+	}
+	c.held.Delete(owner)
+	c.memos.Delete(owner)
+	if len(addrs) > 0 {
+		c.logger.InfoContext(ctx, "released addresses of a deleted service", "service", owner, "addresses", addrs)
+	}
+	return nil
+}
+
+// stopServing releases a Service that is no longer the adapter's (deleted,
+// another type or class) and takes back what the adapter wrote on it.
+func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error {
+	key := svc.Namespace + "/" + svc.Name
+	_, isHeld := c.held.Load(key)
+	// The Service is this adapter's to let go if it holds an allocation for
+	// it, or wrote its tenant on it (then a crash may have come between the
+	// release and taking back the finalizer).
+	marked := svc.Annotations[request.TenantAnnotation] == c.cfg.Tenant
+	if !isHeld && !marked {
+		return nil
+	}
+	_, annotated := svc.Annotations[request.PoolAnnotation]
+	finalized := slices.Contains(svc.Finalizers, Finalizer)
+	addrs, err := c.lb.Release(ctx, key)
+	if err != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonReleaseFailed, "Releasing %s failed: %v", key, err)
+		return err
+	}
+	c.held.Delete(key)
+	c.memos.Delete(key)
+	why := "it is no longer a LoadBalancer Service of class " + c.cfg.Filter.Class
+	if svc.DeletionTimestamp != nil {
+		why = "the Service is being deleted"
+	}
+	if len(addrs) > 0 {
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %s: %s", strings.Join(addrs, ", "), why)
+		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why)
+	}
+	rv := svc.ResourceVersion
+	if svc.DeletionTimestamp == nil && annotated && len(svc.Status.LoadBalancer.Ingress) > 0 && ingressWithin(svc, addrs) {
+		if rv, err = c.patchStatus(ctx, svc, nil); err != nil {
+			return err
+		}
+	}
+	if annotated || finalized || marked {
+		finalizers := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == Finalizer })
+		annotations := map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil}
+		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingressWithin reports whether the Service's ingress IPs are among addrs,
+// or addrs is empty (released earlier): then the status is the adapter's
+// to clear.
+func ingressWithin(svc *corev1.Service, addrs []string) bool {
+	if len(addrs) == 0 {
+		return true
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if !slices.Contains(addrs, in.IP) {
+			return false
+		}
+	}
+	return true
+}
+
+// serve allocates for a Service that is the adapter's.
+func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.Service) error {
+	key := s.Owner()
+	m := c.memoOf(key, svc.UID)
+	if m != nil && slices.Contains(m.stale, svc.ResourceVersion) {
+		// The cache has not yet seen this adapter's last write to the
+		// Service; the event of that write queues it again.
+		return nil
+	}
+	opts := request.Options{
+		MetalLBPool: func(name string) string { return metallb.PoolID(c.cfg.Tenant, c.cfg.MetalLBNamespace, name) },
+	}
+	if obj, ok, _ := c.namespaces.GetIndexer().GetByKey(svc.Namespace); ok {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			opts.NamespaceLabels = ns.Labels
+		}
+	}
+	if s.ExternalTrafficPolicy == "Local" {
+		opts.EndpointNodes = c.endpointNodes(key)
+	}
+	want, warns, err := request.Build(s, opts)
+	for _, w := range warns {
+		c.recorder.Event(svc, corev1.EventTypeWarning, w.Reason, w.Message)
+	}
+	var rerr *request.Error
+	if errors.As(err, &rerr) {
+		// Nothing to retry until the Service changes; keep what it holds.
+		c.recorder.Event(svc, corev1.EventTypeWarning, rerr.Reason, rerr.Message)
+		c.logger.InfoContext(ctx, "service asks for something invalid", "service", key, "reason", rerr.Reason, "error", rerr.Message)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	prev := ingressIPs(svc)
+	sum, err := hashOf(want)
+	if err != nil {
+		return err
+	}
+	var res lb.Result
+	if m != nil && m.want == sum && time.Since(m.at) < memoTTL {
+		// Asked the IPAM moments ago with the same request.
+		res.Allocation = m.alloc
+	} else if res, err = c.ensure(ctx, svc, key, want, prev); err != nil {
+		return err
+	}
+	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: time.Now()}
+	c.memos.Store(key, m)
+	return c.publish(ctx, svc, key, want, res, prev, m)
+}
+
+// ensure asks the IPAM for the Service's allocation.
+func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string, want *ipamv1.Allocation, prev []string) (lb.Result, error) {
+	if k := want.GetSharingKey(); k != "" {
+		// The IPAM picks a shared address only among committed claims: two
+		// sharers allocated at the same moment would get two addresses.
+		mu := c.sharingLock(k)
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	res, err := c.lb.Ensure(ctx, want)
+	if len(res.Replaced) > 0 {
+		c.held.Delete(key)
+	}
+	if err != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationFailed, "Failed to allocate an address: %v", err)
+		if len(res.Replaced) > 0 && len(prev) > 0 {
+			// The old addresses are gone: do not advertise them.
+			if _, perr := c.patchStatus(ctx, svc, nil); perr != nil {
+				err = errors.Join(err, perr)
+			}
+		}
+		var le *lb.Error
+		if errors.As(err, &le) && !le.Retryable() {
+			c.logger.InfoContext(ctx, "allocation refused", "service", key, "reason", le.Reason, "error", le.Message)
+		}
+		c.memos.Delete(key)
+		return res, err
+	}
+	c.held.Store(key, struct{}{})
+	return res, nil
+}
+
+// publish writes the allocation into the Service: status, pool and tenant
+// annotations, finalizer, Events.
+func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key string, want *ipamv1.Allocation, res lb.Result, prev []string, m *memo) error {
+	rv := svc.ResourceVersion
+	var stale []string
+	addrs := res.Allocation.GetAddresses()
+	pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
+
+	if !statusIs(svc, addrs) {
+		next, err := c.patchStatus(ctx, svc, addrs)
+		if err != nil {
+			return err
+		}
+		stale, rv = append(stale, rv), next
+		switch {
+		case len(prev) == 0:
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
+		case !slices.Equal(prev, addrs):
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonChanged, "Changed IP from %s to %s (pool %s)", fmtAddrs(prev), fmtAddrs(addrs), pool)
+		}
+		c.logger.InfoContext(ctx, "status written", "service", key, "addresses", addrs, "pool", pool, "previous", prev)
+	}
+	if len(res.Updated) > 0 {
+		fields := slices.DeleteFunc(slices.Clone(res.Updated), func(f string) bool { return f == "endpoint_nodes" })
+		if len(fields) > 0 {
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonUpdated, "Updated the allocation's %s", strings.Join(fields, ", "))
+		}
+		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
+	}
+	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
+		finalizers := svc.Finalizers
+		if !slices.Contains(finalizers, Finalizer) {
+			finalizers = append(slices.Clone(finalizers), Finalizer)
+		}
+		annotations := map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant}
+		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
+			return err
+		}
+		stale = append(stale, rv)
+	}
+	// The versions before the newest write are stale views of the Service.
+	m.stale = stale
+	return nil
+}
+
+// memoTTL is how long a successful answer of the IPAM is reused for an
+// unchanged request. Within it, the updates a Service goes through as the
+// adapter writes its status and finalizer cost no IPAM call; after it, and
+// at every restart, the IPAM is asked again.
+const memoTTL = 30 * time.Second
+
+// memo is what the adapter last did for one Service.
+type memo struct {
+	uid   types.UID
+	want  [32]byte           // hash of the request
+	alloc *ipamv1.Allocation // the IPAM's answer to it
+	at    time.Time          // when it answered
+	// stale are resourceVersions older than the adapter's last write to
+	// the Service: a reconcile that sees one of them in the cache waits for
+	// the event of that write instead of writing again.
+	stale []string
+}
+
+func (c *Controller) memoOf(key string, uid types.UID) *memo {
+	v, ok := c.memos.Load(key)
+	if !ok {
+		return nil
+	}
+	m, _ := v.(*memo)
+	if m == nil || m.uid != uid {
+		return nil
+	}
+	return m
+}
+
+func hashOf(a *ipamv1.Allocation) ([32]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+// sharingLock returns the lock that serializes allocations under one
+// sharing key (striped: keys may share a lock).
+func (c *Controller) sharingLock(key string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return &c.sharing[h.Sum32()%uint32(len(c.sharing))]
+}
+
+func fmtAddrs(a []string) string { return "[" + strings.Join(a, ", ") + "]" }
+
+// endpointNodes returns the nodes with a ready endpoint of the Service.
+func (c *Controller) endpointNodes(key string) []string {
+	objs, err := c.slices.GetIndexer().ByIndex(sliceIndex, key)
+	if err != nil {
+		return nil
+	}
+	var nodes []string
+	for _, obj := range objs {
+		es, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			continue
+		}
+		for _, ep := range es.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName == "" {
+				continue
+			}
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			nodes = append(nodes, *ep.NodeName)
+		}
+	}
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
+}
+
+func ingressIPs(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			out = append(out, in.IP)
+		}
+	}
+	return out
+}
+
+// statusIs reports whether the Service's status already lists exactly addrs
+// as VIPs.
+func statusIs(svc *corev1.Service, addrs []string) bool {
+	in := svc.Status.LoadBalancer.Ingress
+	if len(in) != len(addrs) {
+		return false
+	}
+	for i, a := range addrs {
+		if in[i].IP != a || in[i].Hostname != "" || in[i].IPMode == nil || *in[i].IPMode != corev1.LoadBalancerIPModeVIP {
+			return false
+		}
+	}
+	return true
+}
+
+// patchStatus sets status.loadBalancer.ingress to addrs (nil clears it) and
+// returns the Service's new resourceVersion.
+func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, addrs []string) (string, error) {
+	ingress := make([]map[string]any, 0, len(addrs))
+	for _, a := range addrs {
+		ingress = append(ingress, map[string]any{"ip": a, "ipMode": string(corev1.LoadBalancerIPModeVIP)})
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": ingress}}})
+	if err != nil {
+		return "", err
+	}
+	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Component}, "status")
+	if apierrors.IsNotFound(err) {
+		return "", nil // deleted meanwhile: the delete event releases it
+	}
+	if err != nil {
+		return "", fmt.Errorf("write status of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return out.ResourceVersion, nil
+}
+
+// patchMeta sets a Service's finalizers and some annotations (nil removes
+// one) if its resourceVersion is still rv, and returns the new one. It is a
+// JSON merge patch, which costs the API server less than a strategic merge
+// patch; the resourceVersion keeps it from overwriting another writer's
+// finalizers (a conflict is retried from a fresh cache).
+func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, rv string, finalizers []string, annotations map[string]any) (string, error) {
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": rv, "finalizers": finalizers, "annotations": annotations,
+	}})
+	if err != nil {
+		return "", err
+	}
+	out, err := c.kube.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Component})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("patch %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return out.ResourceVersion, nil
+}
+
+// toRequest copies what decides a Service's allocation.
+func toRequest(svc *corev1.Service) *request.Service {
+	s := &request.Service{
+		Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID),
+		Labels: svc.Labels, Annotations: svc.Annotations,
+		Type:                  string(svc.Spec.Type),
+		LoadBalancerIP:        svc.Spec.LoadBalancerIP, //nolint:staticcheck // deprecated, still honoured as MetalLB does
+		ExternalTrafficPolicy: string(svc.Spec.ExternalTrafficPolicy),
+		Deleting:              svc.DeletionTimestamp != nil,
+	}
+	if svc.Spec.LoadBalancerClass != nil {
+		s.Class = *svc.Spec.LoadBalancerClass
+	}
+	for _, f := range svc.Spec.IPFamilies {
+		s.IPFamilies = append(s.IPFamilies, string(f))
+	}
+	if svc.Spec.IPFamilyPolicy != nil {
+		s.IPFamilyPolicy = string(*svc.Spec.IPFamilyPolicy)
+	}
+	for _, p := range svc.Spec.Ports {
+		s.Ports = append(s.Ports, request.Port{Port: p.Port, Protocol: string(p.Protocol)})
+	}
+	return s
+}

@@ -1,0 +1,248 @@
+// Package lb holds the steps that keep one owner's IPAM allocation equal to
+// what its Service asks for: allocate, re-allocate when the request changed
+// in a way the held addresses cannot satisfy, update the owner metadata and
+// traffic fields, release. It talks to the IPAM's AllocationService and knows
+// nothing of Kubernetes.
+//
+// Only internal/kube and cmd/k8s-adapter import this package.
+package lb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// IPAM reasons (google.rpc.ErrorInfo) the adapter acts on.
+const (
+	ReasonOwnerHoldsOther = "OWNER_HOLDS_OTHER_ALLOCATION"
+	ReasonNotFound        = "NOT_FOUND"
+)
+
+// Client performs allocation steps for one tenant. It is safe for concurrent
+// use.
+type Client struct {
+	alloc  ipamv1.AllocationServiceClient
+	parent string
+	hold   *durationpb.Duration
+}
+
+// Options tune a Client.
+type Options struct {
+	// Hold is how long a released Service's addresses stay reserved for it
+	// (so that a Service deleted and created again gets them back). Nil: the
+	// IPAM's default.
+	Hold *time.Duration
+}
+
+// New returns a Client for tenant ("c1", not "tenants/c1").
+func New(alloc ipamv1.AllocationServiceClient, tenant string, o Options) *Client {
+	c := &Client{alloc: alloc, parent: "tenants/" + tenant}
+	if o.Hold != nil {
+		c.hold = durationpb.New(*o.Hold)
+	}
+	return c
+}
+
+// Result says what Ensure did.
+type Result struct {
+	// Allocation is the owner's allocation now; nil if it has none.
+	Allocation *ipamv1.Allocation
+	// Created is set when the owner had no allocation before.
+	Created bool
+	// Replaced holds the addresses given up because the request changed in
+	// a way they could not satisfy (another address, pool, family or
+	// sharing key). Set even when the new allocation then failed.
+	Replaced []string
+	// Updated names the fields changed on an existing allocation.
+	Updated []string
+}
+
+// Ensure makes the owner's allocation match want: it allocates, and if the
+// owner holds an allocation that does not satisfy want, releases it at once
+// and allocates again; then it updates owner_labels, namespace_labels,
+// ports, traffic_policy and endpoint_nodes where they differ.
+func (c *Client) Ensure(ctx context.Context, want *ipamv1.Allocation) (Result, error) {
+	var res Result
+	resp, err := c.alloc.Allocate(ctx, &ipamv1.AllocateRequest{Parent: c.parent, Allocation: want})
+	if err == nil && !resp.GetCreated() && resp.GetAllocation().GetSharingKey() != want.GetSharingKey() {
+		// Held under another sharing key: the IPAM would keep it, MetalLB
+		// re-allocates.
+		err = &Error{Code: codes.FailedPrecondition, Reason: ReasonOwnerHoldsOther, Message: "held under another sharing key"}
+	}
+	if ReasonOf(err) == ReasonOwnerHoldsOther {
+		addrs, rerr := c.release(ctx, want.GetOwner(), durationpb.New(0))
+		if rerr != nil {
+			return res, fmt.Errorf("release to re-allocate: %w", rerr)
+		}
+		res.Replaced = addrs
+		resp, err = c.alloc.Allocate(ctx, &ipamv1.AllocateRequest{Parent: c.parent, Allocation: want})
+	}
+	if err != nil {
+		return res, wrap("allocate", err)
+	}
+	res.Allocation, res.Created = resp.GetAllocation(), resp.GetCreated()
+	mask := diff(res.Allocation, want)
+	if len(mask) == 0 {
+		return res, nil
+	}
+	upd := &ipamv1.Allocation{
+		Name: res.Allocation.GetName(), OwnerLabels: want.GetOwnerLabels(), NamespaceLabels: want.GetNamespaceLabels(),
+		Ports: want.GetPorts(), TrafficPolicy: want.GetTrafficPolicy(), EndpointNodes: want.GetEndpointNodes(),
+	}
+	uresp, err := c.alloc.UpdateAllocation(ctx, &ipamv1.UpdateAllocationRequest{Allocation: upd, UpdateMask: &fieldmaskpb.FieldMask{Paths: mask}})
+	if err != nil {
+		return res, wrap("update allocation", err)
+	}
+	res.Allocation, res.Updated = uresp.GetAllocation(), mask
+	return res, nil
+}
+
+// Release frees the owner's allocation (keeping it for the owner for the
+// configured hold) and returns its addresses; an owner with no allocation
+// gives nil and no error.
+func (c *Client) Release(ctx context.Context, owner string) ([]string, error) {
+	return c.release(ctx, owner, c.hold)
+}
+
+func (c *Client) release(ctx context.Context, owner string, hold *durationpb.Duration) ([]string, error) {
+	resp, err := c.alloc.Release(ctx, &ipamv1.ReleaseRequest{Parent: c.parent, Owner: owner, Hold: hold})
+	if ReasonOf(err) == ReasonNotFound || status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("release", err)
+	}
+	return resp.GetAddresses(), nil
+}
+
+// List returns every allocation of the tenant.
+func (c *Client) List(ctx context.Context) ([]*ipamv1.Allocation, error) {
+	var out []*ipamv1.Allocation
+	token := ""
+	for {
+		resp, err := c.alloc.ListAllocations(ctx, &ipamv1.ListAllocationsRequest{Parent: c.parent, PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, wrap("list allocations", err)
+		}
+		out = append(out, resp.GetAllocations()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// diff names the updatable fields in which have differs from want.
+func diff(have, want *ipamv1.Allocation) []string {
+	var mask []string
+	if !maps.Equal(have.GetOwnerLabels(), want.GetOwnerLabels()) {
+		mask = append(mask, "owner_labels")
+	}
+	if !maps.Equal(have.GetNamespaceLabels(), want.GetNamespaceLabels()) {
+		mask = append(mask, "namespace_labels")
+	}
+	if !slices.Equal(portKeys(have.GetPorts()), portKeys(want.GetPorts())) {
+		mask = append(mask, "ports")
+	}
+	if norm(have.GetTrafficPolicy()) != norm(want.GetTrafficPolicy()) {
+		mask = append(mask, "traffic_policy")
+	}
+	if !slices.Equal(sorted(have.GetEndpointNodes()), sorted(want.GetEndpointNodes())) {
+		mask = append(mask, "endpoint_nodes")
+	}
+	return mask
+}
+
+func norm(p ipamv1.TrafficPolicy) ipamv1.TrafficPolicy {
+	if p == ipamv1.TrafficPolicy_TRAFFIC_POLICY_UNSPECIFIED {
+		return ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
+	}
+	return p
+}
+
+func portKeys(ps []*ipamv1.Port) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		proto := p.GetProtocol()
+		if proto == ipamv1.Protocol_PROTOCOL_UNSPECIFIED {
+			proto = ipamv1.Protocol_PROTOCOL_TCP
+		}
+		out = append(out, fmt.Sprintf("%d/%d", p.GetPort(), proto))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// Error is a refusal or failure of the IPAM, with its ErrorInfo reason.
+type Error struct {
+	Code    codes.Code
+	Reason  string // ErrorInfo reason, e.g. POOL_EXHAUSTED; else the code's name
+	Message string
+	cause   error
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+// Unwrap returns the gRPC error.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Retryable reports whether trying again may succeed without anything
+// changing: the IPAM was unreachable or busy.
+func (e *Error) Retryable() bool {
+	switch e.Code {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+// wrap turns a gRPC error into an *Error, naming the step.
+func wrap(step string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	st, _ := status.FromError(err)
+	e = &Error{Code: st.Code(), Reason: reasonOfStatus(st), Message: st.Message(), cause: err}
+	return fmt.Errorf("%s: %w", step, e)
+}
+
+// ReasonOf returns the ErrorInfo reason of an IPAM error ("POOL_EXHAUSTED"),
+// the gRPC code's name if it has none, or "" for nil.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	st, _ := status.FromError(err)
+	return reasonOfStatus(st)
+}
+
+func reasonOfStatus(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			return info.GetReason()
+		}
+	}
+	return st.Code().String()
+}

@@ -1,0 +1,313 @@
+// Package request turns what a Kubernetes Service says about its load
+// balancer (type, class, annotations, spec fields) into an IPAM allocation
+// request. It is plain Go: internal/kube copies the fields it needs out of the
+// Service into a Service value, so the rules here are tested without an API
+// server and without client-go.
+//
+// Only internal/kube imports this package.
+package request
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// Annotation prefixes, most preferred first. Each carries the same keys
+// (LoadBalancerIPs, AddressPool, AllowSharedIP); the last one is MetalLB's
+// deprecated prefix and draws a warning.
+const (
+	PrefixBeacon     = "beacon.io/"
+	PrefixMetalLB    = "metallb.io/"
+	PrefixDeprecated = "metallb.universe.tf/"
+)
+
+// Annotation keys, without their prefix.
+const (
+	LoadBalancerIPs = "loadBalancerIPs"
+	AddressPool     = "address-pool"
+	AllowSharedIP   = "allow-shared-ip"
+)
+
+// PoolAnnotation is the annotation the adapter writes on a Service: the IPAM
+// pool its addresses came from.
+const PoolAnnotation = PrefixBeacon + "ip-allocated-from-pool"
+
+// TenantAnnotation is the annotation the adapter writes on a Service it
+// allocates for: its tenant. With it, adapters of two tenants (two classes)
+// in one cluster each take back only their own finalizer and status.
+const TenantAnnotation = PrefixBeacon + "tenant"
+
+// Port is a port a Service serves.
+type Port struct {
+	Port     int32
+	Protocol string // "TCP", "UDP", "SCTP"; empty means TCP
+}
+
+// Service is the part of a Kubernetes Service that decides its allocation.
+type Service struct {
+	Namespace, Name, UID string
+	Labels               map[string]string
+	Annotations          map[string]string
+	// Type is spec.type ("LoadBalancer", "ClusterIP", ...).
+	Type string
+	// Class is spec.loadBalancerClass; empty when unset.
+	Class string
+	// LoadBalancerIP is the deprecated spec.loadBalancerIP.
+	LoadBalancerIP string
+	// IPFamilies is spec.ipFamilies ("IPv4", "IPv6"), primary first.
+	IPFamilies []string
+	// IPFamilyPolicy is spec.ipFamilyPolicy ("SingleStack", "PreferDualStack",
+	// "RequireDualStack"); empty means SingleStack.
+	IPFamilyPolicy string
+	// ExternalTrafficPolicy is spec.externalTrafficPolicy ("Cluster", "Local").
+	ExternalTrafficPolicy string
+	Ports                 []Port
+	// Deleting is set once the Service has a deletion timestamp.
+	Deleting bool
+}
+
+// Owner is the Service's owner key in the IPAM: "namespace/name".
+func (s *Service) Owner() string { return s.Namespace + "/" + s.Name }
+
+// Filter says which Services the adapter handles.
+type Filter struct {
+	// Class is the spec.loadBalancerClass the adapter answers to.
+	Class string
+	// AlsoUnclassed also takes Services with no class, as MetalLB does.
+	AlsoUnclassed bool
+}
+
+// Wants reports whether the adapter should hold an allocation for s: a
+// LoadBalancer Service of its class that is not being deleted.
+func (f Filter) Wants(s *Service) bool {
+	if s.Deleting || s.Type != "LoadBalancer" {
+		return false
+	}
+	if s.Class == "" {
+		return f.AlsoUnclassed
+	}
+	return s.Class == f.Class
+}
+
+// Options are the cluster-wide inputs of Build.
+type Options struct {
+	// NamespaceLabels are the labels of the Service's namespace.
+	NamespaceLabels map[string]string
+	// EndpointNodes are the nodes with ready endpoints; used only when the
+	// Service's external traffic policy is Local.
+	EndpointNodes []string
+	// MetalLBPool maps the name of a MetalLB IPAddressPool to its IPAM pool
+	// ID. Pool names under metallb.io/ prefixes go through it; names under
+	// beacon.io/ are IPAM pool IDs already. Nil: names are taken as they are.
+	MetalLBPool func(name string) string
+}
+
+// Warning is something worth telling the Service's owner that does not stop
+// the allocation.
+type Warning struct {
+	Reason  string // CamelCase, for an Event
+	Message string
+}
+
+// Error is a Service whose request cannot be built; nothing should be
+// allocated until it is fixed.
+type Error struct {
+	Reason  string // CamelCase, for an Event
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Build returns the allocation a Service asks for (owner, owner_uid,
+// namespace, labels, families, requested addresses and pool, sharing key,
+// ports, traffic policy, endpoint nodes) and warnings about how it asked.
+func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
+	var warns []Warning
+	lookup := func(key string) (string, bool) {
+		var val, from string
+		found := false
+		for _, p := range []string{PrefixBeacon, PrefixMetalLB, PrefixDeprecated} {
+			v, ok := s.Annotations[p+key]
+			if !ok {
+				continue
+			}
+			if p == PrefixDeprecated {
+				warns = append(warns, Warning{Reason: "DeprecatedAnnotation", Message: fmt.Sprintf("annotation %s%s is deprecated; use %s%s or %s%s", p, key, PrefixMetalLB, key, PrefixBeacon, key)})
+			}
+			if !found {
+				val, from, found = v, p, true
+				continue
+			}
+			if v != val {
+				warns = append(warns, Warning{Reason: "ConflictingAnnotations", Message: fmt.Sprintf("annotations %s%s=%q and %s%s=%q disagree; using %s%s", from, key, val, p, key, v, from, key)})
+			}
+		}
+		if found && from != PrefixBeacon && key == AddressPool && o.MetalLBPool != nil && strings.TrimSpace(val) != "" {
+			val = o.MetalLBPool(strings.TrimSpace(val))
+		}
+		return val, found
+	}
+
+	a := &ipamv1.Allocation{
+		Owner:           s.Owner(),
+		OwnerUid:        s.UID,
+		Namespace:       s.Namespace,
+		OwnerLabels:     cloneLabels(s.Labels),
+		NamespaceLabels: cloneLabels(o.NamespaceLabels),
+	}
+	for _, f := range s.IPFamilies {
+		switch f {
+		case "IPv4":
+			a.IpFamilies = append(a.IpFamilies, ipamv1.IPFamily_IP_FAMILY_IPV4)
+		case "IPv6":
+			a.IpFamilies = append(a.IpFamilies, ipamv1.IPFamily_IP_FAMILY_IPV6)
+		default:
+			return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("spec.ipFamilies: unknown family %q", f)}
+		}
+	}
+	switch s.IPFamilyPolicy {
+	case "", "SingleStack":
+		a.IpFamilyPolicy = ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_SINGLE_STACK
+		if len(a.IpFamilies) > 1 {
+			a.IpFamilies = a.IpFamilies[:1]
+		}
+	case "PreferDualStack":
+		a.IpFamilyPolicy = ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_PREFER_DUAL_STACK
+	case "RequireDualStack":
+		a.IpFamilyPolicy = ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK
+	default:
+		return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("spec.ipFamilyPolicy: unknown policy %q", s.IPFamilyPolicy)}
+	}
+
+	ips, hasIPs := lookup(LoadBalancerIPs)
+	if s.LoadBalancerIP != "" && hasIPs {
+		return nil, warns, &Error{Reason: "InvalidAnnotation", Message: "spec.loadBalancerIP and the loadBalancerIPs annotation cannot both be set"}
+	}
+	if s.LoadBalancerIP != "" {
+		ips = s.LoadBalancerIP
+	}
+	addrs, err := parseAddrs(ips)
+	if err != nil {
+		return nil, warns, err
+	}
+	for _, addr := range addrs {
+		a.RequestedAddresses = append(a.RequestedAddresses, addr.String())
+	}
+	if len(addrs) > 0 {
+		if err := checkFamilies(addrs, a); err != nil {
+			return nil, warns, err
+		}
+	}
+	if pool, ok := lookup(AddressPool); ok {
+		pool = strings.TrimSpace(pool)
+		if pool == "" {
+			return nil, warns, &Error{Reason: "InvalidAnnotation", Message: "the address-pool annotation is empty"}
+		}
+		a.RequestedPool = "pools/" + pool
+	}
+	if key, ok := lookup(AllowSharedIP); ok {
+		a.SharingKey = key
+	}
+
+	seen := map[Port]bool{}
+	for _, p := range s.Ports {
+		if p.Protocol == "" {
+			p.Protocol = "TCP"
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		proto, ok := protocols[p.Protocol]
+		if !ok {
+			return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("port %d: unknown protocol %q", p.Port, p.Protocol)}
+		}
+		a.Ports = append(a.Ports, &ipamv1.Port{Port: p.Port, Protocol: proto})
+	}
+	slices.SortFunc(a.Ports, func(x, y *ipamv1.Port) int {
+		if x.GetPort() != y.GetPort() {
+			return int(x.GetPort() - y.GetPort())
+		}
+		return int(x.GetProtocol() - y.GetProtocol())
+	})
+
+	a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
+	if s.ExternalTrafficPolicy == "Local" {
+		a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+		a.EndpointNodes = slices.Sorted(slices.Values(o.EndpointNodes))
+		a.EndpointNodes = slices.Compact(a.EndpointNodes)
+	}
+	return a, warns, nil
+}
+
+var protocols = map[string]ipamv1.Protocol{
+	"TCP":  ipamv1.Protocol_PROTOCOL_TCP,
+	"UDP":  ipamv1.Protocol_PROTOCOL_UDP,
+	"SCTP": ipamv1.Protocol_PROTOCOL_SCTP,
+}
+
+// parseAddrs parses a comma-separated list of at most one address per
+// family.
+func parseAddrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		addr, err := netip.ParseAddr(f)
+		if err != nil || addr.Zone() != "" {
+			return nil, &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested address %q is not an IP address", f)}
+		}
+		addr = addr.Unmap()
+		if slices.ContainsFunc(out, func(o netip.Addr) bool { return o.Is4() == addr.Is4() }) {
+			return nil, &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested addresses %q: at most one address per family", s)}
+		}
+		out = append(out, addr)
+	}
+	return out, nil
+}
+
+// checkFamilies refuses requested addresses that do not fit the Service's
+// families and policy, as MetalLB does.
+func checkFamilies(addrs []netip.Addr, a *ipamv1.Allocation) error {
+	fams := map[ipamv1.IPFamily]bool{}
+	for _, f := range a.IpFamilies {
+		fams[f] = true
+	}
+	for _, addr := range addrs {
+		f := ipamv1.IPFamily_IP_FAMILY_IPV6
+		if addr.Is4() {
+			f = ipamv1.IPFamily_IP_FAMILY_IPV4
+		}
+		if len(fams) > 0 && !fams[f] {
+			return &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested address %s is not of the Service's ipFamilies %v", addr, familyNames(a.IpFamilies))}
+		}
+	}
+	if a.IpFamilyPolicy == ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK && len(addrs) != 2 {
+		return &Error{Reason: "InvalidAnnotation", Message: "ipFamilyPolicy RequireDualStack with requested addresses needs one IPv4 and one IPv6 address"}
+	}
+	if a.IpFamilyPolicy == ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_SINGLE_STACK && len(addrs) > 1 {
+		return &Error{Reason: "InvalidAnnotation", Message: "ipFamilyPolicy SingleStack takes one requested address"}
+	}
+	return nil
+}
+
+func familyNames(fs []ipamv1.IPFamily) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = map[ipamv1.IPFamily]string{ipamv1.IPFamily_IP_FAMILY_IPV4: "IPv4", ipamv1.IPFamily_IP_FAMILY_IPV6: "IPv6"}[f]
+	}
+	return out
+}
+
+func cloneLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
