@@ -156,6 +156,7 @@ bench: build ## Benchmarks; prints BENCH lines into bench.out too (see docs/perf
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
+	$(MAKE) --no-print-directory bench-k8s | tee -a $(CURDIR)/bench.out
 
 .PHONY: bench-k8s
 bench-k8s: testbins build ## The k8s-adapter's benchmarks (1,000 and 10,000 Services; minutes); prints BENCH lines.
