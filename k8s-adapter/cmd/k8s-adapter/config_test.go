@@ -19,7 +19,7 @@ func TestParseConfig(t *testing.T) {
 		Workers: 16, ResyncPeriod: 10 * time.Minute, MetalLBNamespace: "metallb-system",
 		LeaderElect: true, LeaseNamespace: "beacon", LeaseName: "beacon-k8s-adapter",
 		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
-		KubeQPS: 100, KubeBurst: 200, OpsListen: "127.0.0.1:7403", LogLevel: "info",
+		KubeQPS: 300, KubeBurst: 600, OpsListen: "127.0.0.1:7403", LogLevel: "info",
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,8 @@ func benchEnabled(t *testing.T) {
 	}
 }
 
-// benchConfig is the adapter as deployed: the command's defaults.
+// benchConfig is the adapter as deployed: the command's defaults (and its
+// API request limits, apiLimits).
 func benchConfig(c *kube.Config) {
 	c.Workers = 16
 }
@@ -101,9 +103,10 @@ func (wa *watchAddressed) at(name string) (added, addressed time.Time) {
 	return wa.added[name], wa.seen[name]
 }
 
-// createMany creates n Services named prefix-i with workers goroutines and
-// returns when each create call started.
-func createMany(t *testing.T, ns, class, prefix string, n, workers int) map[string]time.Time {
+// createMany creates n Services named prefix-i with workers goroutines, at
+// most rate a second (0: as fast as they go), and returns when each create
+// call started.
+func createMany(t *testing.T, ns, class, prefix string, n, workers int, rate float64) map[string]time.Time {
 	t.Helper()
 	started := make(map[string]time.Time, n)
 	var mu sync.Mutex
@@ -127,7 +130,11 @@ func createMany(t *testing.T, ns, class, prefix string, n, workers int) map[stri
 			}
 		})
 	}
+	begin := time.Now()
 	for i := range n {
+		if rate > 0 {
+			time.Sleep(time.Until(begin.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		}
 		select {
 		case next <- i:
 		case err := <-errs:
@@ -164,9 +171,9 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// TestBenchStatusLatency creates 1,000 Services one after another (one
-// client, as fast as the API server takes them), then 1,000 more with four
-// clients at once, and measures how long each waits for its address.
+// TestBenchStatusLatency creates 1,000 Services at a steady 50 a second,
+// 1,000 at 100 a second, then 1,000 as fast as four clients can, and
+// measures how long each waits for its address.
 func TestBenchStatusLatency(t *testing.T) {
 	benchEnabled(t)
 	const n = 1000
@@ -176,13 +183,20 @@ func TestBenchStatusLatency(t *testing.T) {
 	wa := startWatch(t, e.ns)
 	// Warm up (connections, the API server's caches for a new namespace):
 	// the first dozens of Services of a fresh API server are slower.
-	createMany(t, e.ns, e.class, "warm", 50, 1)
+	createMany(t, e.ns, e.class, "warm", 50, 1, 50)
 	want := 50
 	waitCount(t, "warm-up Services with an address", time.Minute, wa.count, want)
-	for _, clients := range []int{1, 4} {
-		prefix := fmt.Sprintf("c%d", clients)
+	for _, phase := range []struct {
+		name    string
+		clients int
+		rate    float64
+	}{
+		{"", 1, 50},
+		{"_100ps", 2, 100},
+		{"_burst", 4, 0},
+	} {
 		start := time.Now()
-		started := createMany(t, e.ns, e.class, prefix, n, clients)
+		started := createMany(t, e.ns, e.class, "p"+strings.ReplaceAll(phase.name, "_", "-"), n, phase.clients, phase.rate)
 		created := time.Since(start)
 		want += n
 		waitCount(t, "Services with an address", 2*time.Minute, wa.count, want)
@@ -197,17 +211,13 @@ func TestBenchStatusLatency(t *testing.T) {
 			fromEvent = append(fromEvent, addressed.Sub(added))
 		}
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		t.Logf("%d Services created by %d clients in %v (%.0f/s)", n, clients, created.Round(time.Millisecond), float64(n)/created.Seconds())
+		t.Logf("%d Services created by %d clients (rate limit %.0f/s) in %v: %.0f/s", n, phase.clients, phase.rate, created.Round(time.Millisecond), float64(n)/created.Seconds())
 		t.Logf("  create call → address: p50 %v p90 %v p99 %v max %v", percentile(fromCall, 0.5), percentile(fromCall, 0.9), percentile(fromCall, 0.99), percentile(fromCall, 1))
 		t.Logf("  first event → address: p50 %v p90 %v p99 %v max %v", percentile(fromEvent, 0.5), percentile(fromEvent, 0.9), percentile(fromEvent, 0.99), percentile(fromEvent, 1))
-		suffix := ""
-		if clients > 1 {
-			suffix = fmt.Sprintf("_%dclients", clients)
-		}
-		fmt.Printf("BENCH k8s_status_p50%s %.1f ms\n", suffix, ms(percentile(fromEvent, 0.5)))
-		fmt.Printf("BENCH k8s_status_p99%s %.1f ms\n", suffix, ms(percentile(fromEvent, 0.99)))
-		fmt.Printf("BENCH k8s_status_from_create_p99%s %.1f ms\n", suffix, ms(percentile(fromCall, 0.99)))
-		fmt.Printf("BENCH k8s_create_rate%s %.0f services/s\n", suffix, float64(n)/created.Seconds())
+		fmt.Printf("BENCH k8s_status_p50%s %.1f ms\n", phase.name, ms(percentile(fromEvent, 0.5)))
+		fmt.Printf("BENCH k8s_status_p99%s %.1f ms\n", phase.name, ms(percentile(fromEvent, 0.99)))
+		fmt.Printf("BENCH k8s_status_from_create_p99%s %.1f ms\n", phase.name, ms(percentile(fromCall, 0.99)))
+		fmt.Printf("BENCH k8s_create_rate%s %.0f services/s\n", phase.name, float64(n)/created.Seconds())
 	}
 }
 
@@ -219,7 +229,7 @@ func TestBenchResync(t *testing.T) {
 	a := e.start(benchConfig)
 	wa := startWatch(t, e.ns)
 	start := time.Now()
-	createMany(t, e.ns, e.class, "r", n, 16)
+	createMany(t, e.ns, e.class, "r", n, 16, 0)
 	created := time.Since(start)
 	waitCount(t, "Services with an address", 10*time.Minute, wa.count, n)
 	all := time.Since(start)

@@ -170,9 +170,14 @@ func (e *env) start(mod func(*kube.Config)) *adapter {
 	return startAdapter(e.t, cfg)
 }
 
+// apiLimits are the adapter's client-side limits: the command's defaults.
+var apiLimits = kube.ConnectOptions{QPS: 300, Burst: 600}
+
 func startAdapter(t *testing.T, cfg kube.Config) *adapter {
 	t.Helper()
-	kc, err := kube.Connect(kube.ConnectOptions{Kubeconfig: cluster.Kubeconfig, QPS: 500, Burst: 1000})
+	co := apiLimits
+	co.Kubeconfig = cluster.Kubeconfig
+	kc, err := kube.Connect(co)
 	if err != nil {
 		t.Fatal(err)
 	}
