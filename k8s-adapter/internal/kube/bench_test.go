@@ -13,7 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -54,39 +55,46 @@ func v6Service(ns, name, class string) *corev1.Service {
 }
 
 // watchAddressed records when each Service of ns is first seen, and when it
-// first has an address.
+// first has an address. It uses an informer: a plain watch may be closed by
+// the API server under load.
 type watchAddressed struct {
 	mu    sync.Mutex
 	added map[string]time.Time
 	seen  map[string]time.Time
-	w     watch.Interface
 }
 
 func startWatch(t *testing.T, ns string) *watchAddressed {
 	t.Helper()
-	w, err := k8s.CoreV1().Services(ns).Watch(context.Background(), metav1.ListOptions{})
-	if err != nil {
+	wa := &watchAddressed{added: map[string]time.Time{}, seen: map[string]time.Time{}}
+	record := func(obj any) {
+		s, ok := obj.(*corev1.Service)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		wa.mu.Lock()
+		defer wa.mu.Unlock()
+		if _, ok := wa.added[s.Name]; !ok {
+			wa.added[s.Name] = now
+		}
+		if _, ok := wa.seen[s.Name]; !ok && len(s.Status.LoadBalancer.Ingress) > 0 {
+			wa.seen[s.Name] = now
+		}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(k8s, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Services().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
 		t.Fatal(err)
 	}
-	wa := &watchAddressed{added: map[string]time.Time{}, seen: map[string]time.Time{}, w: w}
-	go func() {
-		for ev := range w.ResultChan() {
-			s, ok := ev.Object.(*corev1.Service)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			wa.mu.Lock()
-			if _, ok := wa.added[s.Name]; !ok {
-				wa.added[s.Name] = now
-			}
-			if _, ok := wa.seen[s.Name]; !ok && len(s.Status.LoadBalancer.Ingress) > 0 {
-				wa.seen[s.Name] = now
-			}
-			wa.mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.Stop)
+	stop := make(chan struct{})
+	f.Start(stop)
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
 	return wa
 }
 

@@ -172,13 +172,14 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 		return err
 	}
 	var res lb.Result
+	at := time.Now()
 	if m != nil && m.want == sum && time.Since(m.at) < memoTTL {
 		// Asked the IPAM moments ago with the same request.
-		res.Allocation = m.alloc
+		res.Allocation, at = m.alloc, m.at
 	} else if res, err = c.ensure(ctx, svc, key, want, prev); err != nil {
 		return err
 	}
-	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: time.Now()}
+	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: at}
 	c.memos.Store(key, m)
 	return c.publish(ctx, svc, key, want, res, prev, m)
 }

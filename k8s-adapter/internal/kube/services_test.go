@@ -340,7 +340,7 @@ func TestDeleteAndTypeChangeRelease(t *testing.T) {
 	e.start(nil)
 	e.create(e.svc("doomed"))
 	e.create(e.svc("demoted"))
-	e.waitIPs("doomed", 1)
+	doomed := e.waitIPs("doomed", 1)
 	e.waitIPs("demoted", 1)
 
 	if err := k8s.CoreV1().Services(e.ns).Delete(context.Background(), "doomed", metav1.DeleteOptions{}); err != nil {
@@ -352,6 +352,12 @@ func TestDeleteAndTypeChangeRelease(t *testing.T) {
 	})
 	if a := e.allocation(e.ns + "/doomed"); a != nil {
 		t.Errorf("doomed still holds %v", a.GetAddresses())
+	}
+	// The IPAM holds a released Service's addresses for it for a while: the
+	// same Service created again gets them back (MetalLB cannot).
+	e.create(e.svc("doomed"))
+	if diff := cmp.Diff(doomed, e.waitIPs("doomed", 1)); diff != "" {
+		t.Errorf("doomed created again (-before +after):\n%s", diff)
 	}
 
 	e.update("demoted", func(s *corev1.Service) {
