@@ -236,7 +236,16 @@ func TestConsole(t *testing.T) {
 	do("open announcers",
 		chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
+	// The node registers with its hello and reports its status just after:
+	// wait for the status to reach the page (re-opening it to refresh).
 	card := text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(card, "ESTABLISHED") && time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		do("reopen announcers",
+			chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
+		card = text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
+	}
 	for _, want := range []string{"node-a", "live", "rack=r1", "eth0", "192.0.2.250/24", "tor-1", "ESTABLISHED", alloc.Addresses[0], "L2", alloc.Addresses[1] + "/128", "BGP"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("announcer card lacks %q:\n%s", want, card)
