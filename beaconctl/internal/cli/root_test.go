@@ -122,7 +122,7 @@ func TestServerErrorDetails(t *testing.T) {
 	}
 	f := newFake()
 	f.err = st.Err()
-	res := runAt(t, f.start(t), "pool", "create", "web", "--range", "192.0.2.1/24", "--exclude", "10.0.0.1")
+	res := runAt(t, f.start(t), "pool", "create", "web", "--range", "192.0.2.1/24", "--exclude", "198.51.100.1")
 	want := `error: InvalidArgument: pool.ranges[0]: host bits set; did you mean 192.0.2.0/24
   pool.exclusions[0]: not inside any range
   reason: INVALID_RANGE`
