@@ -250,6 +250,7 @@ func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
 	set[addr] = struct{}{}
 	if p, ok := x.pools[c.Pool]; ok {
 		p.take(addr)
+		p.count(addr, true)
 	}
 	if c.SharingKey != "" {
 		k := shareKey{c.Tenant, c.SharingKey}
@@ -268,6 +269,10 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	delete(x.claims, addr)
 	c := e.c
 	delete(x.poolClaims[c.Pool], addr)
+	p, hasPool := x.pools[c.Pool]
+	if hasPool {
+		p.count(addr, false)
+	}
 	if c.SharingKey != "" {
 		k := shareKey{c.Tenant, c.SharingKey}
 		delete(x.sharing[k], addr)
@@ -278,7 +283,7 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	if _, busy := x.reserved[addr]; busy {
 		return
 	}
-	if p, ok := x.pools[c.Pool]; ok {
+	if hasPool {
 		p.give(addr)
 	}
 }

@@ -231,3 +231,57 @@ func containsRef(rs []ipam.Ref, r ipam.Ref) bool {
 	}
 	return false
 }
+
+// TestUsageCounts checks the per-pool counters against allocations,
+// releases with and without a hold, a reservation in flight and a pool
+// rebuilt by an update.
+func TestUsageCounts(t *testing.T) {
+	x := New()
+	web := pool(t, "web", "192.0.2.0/29", "2001:db8::/64")
+	x.Apply([]ipam.Event{poolEvent(web, 1)}, 1)
+	used := func() map[ipam.Family]uint64 {
+		out := map[ipam.Family]uint64{}
+		for _, u := range x.Usage("web") {
+			out[u.Family] = u.Used
+		}
+		return out
+	}
+	check := func(step string, want map[ipam.Family]uint64) {
+		t.Helper()
+		if diff := cmp.Diff(want, used()); diff != "" {
+			t.Fatalf("%s: used (-want +got):\n%s", step, diff)
+		}
+	}
+	check("empty", map[ipam.Family]uint64{ipam.IPv4: 0, ipam.IPv6: 0})
+
+	rev := int64(2)
+	dual := func(a *ipam.Allocation) {
+		a.Families, a.FamilyPolicy = []ipam.Family{ipam.IPv4, ipam.IPv6}, ipam.RequireDualStack
+	}
+	for _, owner := range []string{"a", "b", "c"} {
+		commit(t, x, plan(t, x, owner, dual), rev)
+		rev++
+	}
+	inFlight := plan(t, x, "d") // reserved, not committed: not used
+	check("three dual-stack", map[ipam.Family]uint64{ipam.IPv4: 3, ipam.IPv6: 3})
+	x.Unreserve(inFlight)
+
+	rel, err := x.PlanRelease("c1", ipam.AllocationID("a"), 0, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, rev)
+	rev++
+	check("one released", map[ipam.Family]uint64{ipam.IPv4: 2, ipam.IPv6: 2})
+
+	held, err := x.PlanRelease("c1", ipam.AllocationID("b"), 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, held, rev)
+	rev++
+	check("one held (still used)", map[ipam.Family]uint64{ipam.IPv4: 2, ipam.IPv6: 2})
+
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/28", "2001:db8::/64"), rev)}, rev)
+	check("pool rebuilt", map[ipam.Family]uint64{ipam.IPv4: 2, ipam.IPv6: 2})
+}

@@ -15,6 +15,9 @@ type poolEntry struct {
 	space *addrspace.Space
 	free4 *addrspace.FreeList
 	free6 *addrspace.FreeList
+	// used4 and used6 count the claimed addresses inside space, so that
+	// usage is O(1) whatever the pool holds.
+	used4, used6 uint64
 }
 
 // buildPool makes the entry of a pool: its free lists are its space less
@@ -35,6 +38,7 @@ func (x *Index) buildPool(p *ipam.Pool, rev int64) *poolEntry {
 	}
 	for a := range x.poolClaims[p.Name] {
 		e.take(a)
+		e.count(a, true)
 	}
 	for a := range x.reserved {
 		if space.Contains(a) {
@@ -67,6 +71,23 @@ func (e *poolEntry) give(a netip.Addr) {
 	e.free(a).Put(a)
 }
 
+// count adds (or with claimed false removes) a claimed address to the
+// usage counters, if it is inside the pool's space.
+func (e *poolEntry) count(a netip.Addr, claimed bool) {
+	if !e.space.Contains(a) {
+		return
+	}
+	n := &e.used6
+	if a.Is4() {
+		n = &e.used4
+	}
+	if claimed {
+		*n++
+	} else if *n > 0 {
+		*n--
+	}
+}
+
 func (e *poolEntry) hasFamily(f ipam.Family) bool {
 	return e.space.HasFamily(f == ipam.IPv4)
 }
@@ -95,26 +116,15 @@ func (x *Index) Usage(name string) []Usage {
 	if !ok {
 		return nil
 	}
-	var used4, used6 uint64
-	for a := range x.poolClaims[name] {
-		if !e.space.Contains(a) {
-			continue
-		}
-		if a.Is4() {
-			used4++
-		} else {
-			used6++
-		}
-	}
 	var out []Usage
 	for _, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
 		if !e.hasFamily(f) {
 			continue
 		}
 		is4 := f == ipam.IPv4
-		used := used6
+		used := e.used6
 		if is4 {
-			used = used4
+			used = e.used4
 		}
 		size := e.space.Size(is4)
 		free := new(big.Int).Sub(size, new(big.Int).SetUint64(used))
