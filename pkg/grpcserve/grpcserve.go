@@ -23,15 +23,22 @@ const (
 	KeepaliveTime    = 30 * time.Second // server pings an idle connection after this
 	KeepaliveTimeout = 10 * time.Second // and closes it if the ping is not answered within this
 	KeepaliveMinTime = 10 * time.Second // clients pinging more often than this are disconnected
+
+	// StreamWorkers is how many goroutines serve incoming streams and are
+	// kept between them, so that a call does not start a goroutine and grow
+	// its stack again (more calls at once still get goroutines of their own).
+	StreamWorkers = 128
 )
 
-// ServerOptions returns the explicit limits every Beacon gRPC server uses.
+// ServerOptions returns the explicit limits every Beacon gRPC server uses,
+// and its pool of stream workers.
 // Keepalive pings are permitted on connections with no active stream.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.NumStreamWorkers(StreamWorkers),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:    KeepaliveTime,
 			Timeout: KeepaliveTimeout,

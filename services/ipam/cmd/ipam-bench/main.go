@@ -35,6 +35,10 @@ func run() (err error) {
 	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
 	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
 	out := fs.String("out", "", "also write the BENCH lines to this file")
+	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, fanout (default: all)")
+	etcdProcess := fs.Bool("etcd-process", false, "run etcd in a child process (as a separate etcd cluster in production) instead of in the benchmark's own process (as ipamd embeds it)")
+	serveEtcd := fs.String("serve-etcd", "", "internal: serve an embedded etcd with its data in this directory (the child process of --etcd-process)")
+	memprofile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -45,6 +49,17 @@ func run() (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *serveEtcd != "" {
+		return bench.ServeEtcd(ctx, *serveEtcd, os.Stdout)
+	}
+	var etcdCommand []string
+	if *etcdProcess {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--etcd-process: %w", err)
+		}
+		etcdCommand = []string{self, "--serve-etcd"}
+	}
 
 	if *cpuprofile != "" {
 		stopProfile, perr := startProfile(*cpuprofile)
@@ -54,7 +69,10 @@ func run() (err error) {
 		defer func() { err = errors.Join(err, stopProfile()) }()
 	}
 
-	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Log: os.Stderr})
+	if *memprofile != "" {
+		defer func() { err = errors.Join(err, writeHeapProfile(*memprofile)) }()
+	}
+	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -89,6 +107,19 @@ func startProfile(path string) (func() error, error) {
 	}, nil
 }
 
+// writeHeapProfile writes the allocation profile (all allocations since
+// start, see "go tool pprof -sample_index=alloc_space") to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	return f.Close()
+}
+
 func parseInts(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
@@ -99,4 +130,14 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+func parseList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

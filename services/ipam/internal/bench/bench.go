@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,16 @@ type Config struct {
 	// CommitWorkers is the replica's replica.Options.CommitWorkers (0: its
 	// default), for tuning experiments.
 	CommitWorkers int
+	// Only, if not empty, limits the run to these parts: "free" (the
+	// free-address search), "plan" (the planner), "raw" and "beacon" (the
+	// two sides of the load comparison; ratios need both) and "fanout".
+	// For profiling one part alone.
+	Only []string
+	// EtcdCommand, if set, runs etcd in a child process: the command (a
+	// program and its arguments) must run ServeEtcd with the directory
+	// appended as its last argument. Nil embeds etcd in this process,
+	// where its garbage collection and Beacon's share one heap.
+	EtcdCommand []string
 	// Log receives progress, etcd's and the replica's warnings, and the
 	// human tables (default io.Discard).
 	Log io.Writer
@@ -48,6 +59,11 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+}
+
+// runs reports whether part is to be measured.
+func (c *Config) runs(part string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, part)
 }
 
 // splitDuration splits d into n windows of about slice each (at least one).
@@ -80,19 +96,23 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	logLoad(log, "start")
 
 	// In-memory figures first, while no etcd competes for the CPU.
-	fmt.Fprintln(log, "== free-address search (testing.Benchmark)")
-	free, err := freeSearch(log)
-	if err != nil {
-		return nil, err
+	var free []Figure
+	if cfg.runs("free") {
+		fmt.Fprintln(log, "== free-address search (testing.Benchmark)")
+		if free, err = freeSearch(log); err != nil {
+			return nil, err
+		}
 	}
-	fmt.Fprintln(log, "== planner (testing.Benchmark)")
-	plans, err := planBench(log)
-	if err != nil {
-		return nil, err
+	if cfg.runs("plan") {
+		fmt.Fprintln(log, "== planner (testing.Benchmark)")
+		plans, err := planBench(log)
+		if err != nil {
+			return nil, err
+		}
+		free = append(free, plans...)
 	}
-	free = append(free, plans...)
 
-	env, err := startEtcd(ctx)
+	env, err := startEtcd(ctx, cfg.EtcdCommand)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +120,11 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 		fmt.Fprintln(log, "== stopping etcd (its \"server closed\" errors while stopping are expected)")
 		err = errors.Join(err, env.close())
 	}()
-	fmt.Fprintf(log, "== etcd embedded in %s (fsync on), client %v\n", env.dir, env.emb.Endpoints())
+	where := "in this process"
+	if cfg.EtcdCommand != nil {
+		where = "in a child process"
+	}
+	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v\n", where, env.dir, env.endpoints)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	node, err := startBeacon(ctx, env.client, logger, replica.Options{CommitWorkers: cfg.CommitWorkers})
 	if err != nil {
@@ -108,9 +132,12 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	}
 	defer func() { err = errors.Join(err, node.stop()) }()
 
-	targets := []target{
-		{"raw", func(run string) opFunc { return rawOp(env.client, "/bench/raw/"+run+"/") }},
-		{"beacon", node.allocOp},
+	var targets []target
+	if cfg.runs("raw") {
+		targets = append(targets, target{"raw", func(run string) opFunc { return rawOp(env.client, "/bench/raw/"+run+"/") }})
+	}
+	if cfg.runs("beacon") {
+		targets = append(targets, target{"beacon", node.allocOp})
 	}
 	n, slice := splitDuration(cfg.Duration, cfg.Slice)
 	stats := map[string]map[int]Stats{"raw": {}, "beacon": {}}
@@ -150,15 +177,20 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 			rows = append(rows, tableRow{t.name, c, s})
 		}
 	}
-	fmt.Fprintln(log, "== fan-out to 1,000 subscribed announcers")
-	fan, err := fanout(ctx, env.client, log)
-	if err != nil {
-		return nil, err
+	var fan []Figure
+	if cfg.runs("fanout") {
+		fmt.Fprintln(log, "== fan-out to 1,000 subscribed announcers")
+		if fan, err = fanout(ctx, env.client, log); err != nil {
+			return nil, err
+		}
 	}
 	logLoad(log, "end")
 	fmt.Fprintln(log, "== results")
 	writeTable(log, rows)
-	figs = append(loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"]), free...)
+	if len(targets) == 2 {
+		figs = loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"])
+	}
+	figs = append(figs, free...)
 	return append(figs, fan...), nil
 }
 

@@ -19,43 +19,56 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/beaconlb/beacon/pkg/grpcserve"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
-// etcdEnv is an embedded etcd on disk in a fresh temporary directory, with
-// fsync on as in production, listening on loopback only.
+// etcdEnv is the etcd the run measures: embedded in this process, or in a
+// child process (see ServeEtcd), on disk in a fresh temporary directory,
+// with fsync on as in production, listening on loopback only.
 type etcdEnv struct {
-	dir    string
-	emb    *store.Embedded
-	client *clientv3.Client
+	dir       string
+	endpoints []string
+	client    *clientv3.Client
+	stop      func() error
 }
 
-func startEtcd(ctx context.Context) (*etcdEnv, error) {
+// startEtcd starts etcd in this process, or with command (not nil) in a
+// child process that runs ServeEtcd.
+func startEtcd(ctx context.Context, command []string) (env *etcdEnv, err error) {
 	dir, err := os.MkdirTemp("", "ipam-bench-")
 	if err != nil {
 		return nil, err
 	}
-	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
-	if err != nil {
-		_ = os.RemoveAll(dir)
+	env = &etcdEnv{dir: dir}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if command == nil {
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
+		if err != nil {
+			return nil, err
+		}
+		env.endpoints = emb.Endpoints()
+		env.stop = func() error { emb.Close(); return nil }
+	} else if env.endpoints, env.stop, err = startChild(ctx, command, dir); err != nil {
 		return nil, err
 	}
-	client, err := store.Dial(ctx, emb.Endpoints())
+	env.client, err = store.Dial(ctx, env.endpoints)
 	if err != nil {
-		emb.Close()
-		_ = os.RemoveAll(dir)
-		return nil, err
+		return nil, errors.Join(err, env.stop())
 	}
-	return &etcdEnv{dir: dir, emb: emb, client: client}, nil
+	return env, nil
 }
 
 // close stops etcd and removes its data.
 func (e *etcdEnv) close() error {
 	_ = e.client.Close() // etcd is stopping anyway
-	e.emb.Close()
-	return os.RemoveAll(e.dir)
+	return errors.Join(e.stop(), os.RemoveAll(e.dir))
 }
 
 // revision returns etcd's current revision. Every transaction that writes
@@ -121,7 +134,7 @@ func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logg
 		cancel()
 		return nil, err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpcserve.ServerOptions()...) // as ipamd, less its telemetry
 	rep.Register(gs)
 	var wg sync.WaitGroup
 	var runErr, serveErr error

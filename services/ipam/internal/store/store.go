@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -33,6 +34,9 @@ type Options struct {
 // Store reads and writes IPAM state in etcd.
 type Store struct {
 	client *clientv3.Client
+	// kv is etcd's KV service on the client's connection, for transactions
+	// built as protobuf messages (see commitBatch).
+	kv     etcdserverpb.KVClient
 	logger *slog.Logger
 	opts   Options
 	queue  chan *pending
@@ -62,6 +66,7 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 	}
 	return &Store{
 		client: client,
+		kv:     etcdserverpb.NewKVClient(client.ActiveConnection()),
 		logger: logger,
 		opts:   opts,
 		queue:  make(chan *pending, 1024),
