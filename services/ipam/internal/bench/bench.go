@@ -30,7 +30,8 @@ type Config struct {
 	CommitWorkers int
 	// Only, if not empty, limits the run to these parts: "free" (the
 	// free-address search), "plan" (the planner), "raw" and "beacon" (the
-	// two sides of the load comparison; ratios need both) and "fanout".
+	// two sides of the load comparison; ratios need both), "raw3" and
+	// "echo" (the references that explain the gap, see Run) and "fanout".
 	// For profiling one part alone.
 	Only []string
 	// EtcdCommand, if set, runs etcd in a child process: the command (a
@@ -139,12 +140,25 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	if cfg.runs("beacon") {
 		targets = append(targets, target{"beacon", node.allocOp})
 	}
+	if cfg.runs("raw3") {
+		lease, err := env.client.Grant(ctx, 3600)
+		if err != nil {
+			return nil, fmt.Errorf("grant the raw3 lease: %w", err)
+		}
+		targets = append(targets, target{"raw3", func(run string) opFunc { return raw3Op(env.client, "/bench/raw3/"+run+"/", lease.ID) }})
+	}
+	if cfg.runs("echo") {
+		targets = append(targets, target{"echo", node.echoOp})
+	}
 	n, slice := splitDuration(cfg.Duration, cfg.Slice)
-	stats := map[string]map[int]Stats{"raw": {}, "beacon": {}}
+	stats := make(map[string]map[int]Stats)
+	for _, t := range targets {
+		stats[t.name] = make(map[int]Stats)
+	}
 	var rows []tableRow
 	turn := 0
 	for _, c := range cfg.Concurrency {
-		fmt.Fprintf(log, "-- c=%d: raw etcd and Beacon, %d turns of %v each\n", c, n, slice)
+		fmt.Fprintf(log, "-- c=%d: %d targets, %d turns of %v each\n", c, len(targets), n, slice)
 		got := make([]sample, len(targets))
 		for round := range n {
 			for k := range targets {
@@ -187,11 +201,34 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	logLoad(log, "end")
 	fmt.Fprintln(log, "== results")
 	writeTable(log, rows)
-	if len(targets) == 2 {
+	if cfg.runs("raw") && cfg.runs("beacon") {
 		figs = loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"])
 	}
+	figs = append(figs, referenceFigures(cfg.Concurrency, stats)...)
 	figs = append(figs, free...)
 	return append(figs, fan...), nil
+}
+
+// referenceFigures are the figures of the references that decompose the
+// gap between Beacon and raw etcd: etcd alone committing the writes of one
+// allocation (raw3), and a gRPC round trip that does nothing (echo).
+func referenceFigures(cs []int, stats map[string]map[int]Stats) []Figure {
+	var figs []Figure
+	for _, c := range cs {
+		if r3, ok := stats["raw3"][c]; ok {
+			figs = append(figs, Figure{fmt.Sprintf("raw_etcd_txn3_c%d", c), r3.OpsPerSec(), UnitOpsPerSec})
+			if raw, ok := stats["raw"][c]; ok {
+				figs = append(figs, Figure{fmt.Sprintf("raw_etcd_txn3_ratio_c%d", c), ratio(r3.OpsPerSec(), raw.OpsPerSec()), UnitRatio})
+			}
+		}
+	}
+	if r3, ok := stats["raw3"][1]; ok {
+		figs = append(figs, Figure{"raw_etcd_txn3_p50_latency_c1", micros(r3.P50), UnitMicros})
+	}
+	if e, ok := stats["echo"][1]; ok {
+		figs = append(figs, Figure{"grpc_echo_p50_latency_c1", micros(e.P50), UnitMicros})
+	}
+	return figs
 }
 
 // logLoad logs the machine's load average, which explains noisy figures

@@ -10,6 +10,10 @@
 //     calling Allocate for a fresh owner, each of which commits an
 //     allocation, an address claim and an audit record;
 //   - the ratios of the two, per concurrency;
+//   - two references that decompose the gap: etcd alone committing the
+//     writes of one allocation (two created keys and a leased audit key in
+//     one transaction, "raw3"), and a gRPC round trip to the replica's
+//     server that does nothing (a health check, "echo");
 //   - the lowest-free-address search of addrspace.FreeList against a naive
 //     linear scan, through testing.Benchmark.
 //

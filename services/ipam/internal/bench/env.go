@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/pkg/grpcserve"
@@ -105,6 +107,35 @@ func rawOp(client *clientv3.Client, prefix string) opFunc {
 	}
 }
 
+// raw3Op commits the writes of one allocation as etcd alone would: create
+// an allocation-sized and a claim-sized key if neither exists, and put an
+// audit-sized key tied to a lease, in one transaction. It is a reference,
+// not a bar: the difference between it and Beacon is Beacon's own cost.
+func raw3Op(client *clientv3.Client, prefix string, lease clientv3.LeaseID) opFunc {
+	return func(ctx context.Context, w, seq int) error {
+		k := fmt.Sprintf("%s%d/%d", prefix, w, seq)
+		resp, err := client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k+"/a"), "=", 0), clientv3.Compare(clientv3.CreateRevision(k+"/c"), "=", 0)).
+			Then(clientv3.OpPut(k+"/a", raw3Alloc), clientv3.OpPut(k+"/c", raw3Claim), clientv3.OpPut(k+"/l", raw3Audit, clientv3.WithLease(lease))).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("keys %s/* already exist", k)
+		}
+		return nil
+	}
+}
+
+// Sizes of the stored allocation, claim and audit record of one bench
+// allocation (JSON), for raw3Op.
+var (
+	raw3Alloc = strings.Repeat("a", 330)
+	raw3Claim = strings.Repeat("c", 110)
+	raw3Audit = strings.Repeat("l", 260)
+)
+
 // Pool and tenant of the Beacon measurement. The pool is IPv6
 // documentation space, big enough never to run out; its addresses are
 // only written to etcd, never sent traffic.
@@ -119,6 +150,7 @@ const (
 type beaconNode struct {
 	conn   *grpc.ClientConn
 	allocs ipamv1.AllocationServiceClient
+	health healthpb.HealthClient
 	stop   func() error
 }
 
@@ -135,6 +167,7 @@ func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logg
 		return nil, err
 	}
 	gs := grpc.NewServer(grpcserve.ServerOptions()...) // as ipamd, less its telemetry
+	healthpb.RegisterHealthServer(gs, health.NewServer())
 	rep.Register(gs)
 	var wg sync.WaitGroup
 	var runErr, serveErr error
@@ -161,7 +194,7 @@ func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logg
 	if err != nil {
 		return nil, errors.Join(err, stop())
 	}
-	n := &beaconNode{conn: conn, allocs: ipamv1.NewAllocationServiceClient(conn), stop: stop}
+	n := &beaconNode{conn: conn, allocs: ipamv1.NewAllocationServiceClient(conn), health: healthpb.NewHealthClient(conn), stop: stop}
 	pools := ipamv1.NewPoolServiceClient(conn)
 	if _, err := pools.CreatePool(ctx, &ipamv1.CreatePoolRequest{
 		PoolId: benchPool,
@@ -170,6 +203,15 @@ func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logg
 		return nil, errors.Join(fmt.Errorf("create pool: %w", err), stop())
 	}
 	return n, nil
+}
+
+// echoOp is a gRPC round trip to the replica's server that does nothing:
+// a health check, answered from memory.
+func (n *beaconNode) echoOp(string) opFunc {
+	return func(ctx context.Context, _, _ int) error {
+		_, err := n.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
 }
 
 // allocOp allocates one IPv6 address for a fresh owner per call; run tells
