@@ -25,6 +25,7 @@ type config struct {
 	OTLPInsecure   bool
 	ShutdownGrace  time.Duration
 	EtcdCompaction time.Duration
+	EtcdTimeout    time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
@@ -47,10 +48,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that client certificates must chain to; set to require them")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
-	var hold, grace, compaction, workers, insecure string
+	var hold, grace, compaction, etcdTimeout, workers, insecure string
 	str(&hold, "release-hold", "10m", "default time released addresses are kept for their owner (0 frees them at once)")
 	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
 	str(&compaction, "etcd-compaction", "1h", "embedded etcd's history retention (bounds watch resume)")
+	str(&etcdTimeout, "etcd-timeout", "5s", "longest wait for one etcd call before a request fails UNAVAILABLE")
 	str(&workers, "commit-workers", "4", "etcd transactions in flight at once")
 	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +72,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	dur("release-hold", hold, &c.ReleaseHold)
 	dur("shutdown-grace", grace, &c.ShutdownGrace)
 	dur("etcd-compaction", compaction, &c.EtcdCompaction)
+	dur("etcd-timeout", etcdTimeout, &c.EtcdTimeout)
+	if c.EtcdTimeout == 0 {
+		errs = append(errs, fmt.Errorf("--etcd-timeout: must be positive"))
+	}
 	if _, err := fmt.Sscanf(workers, "%d", &c.CommitWorkers); err != nil || c.CommitWorkers < 1 || c.CommitWorkers > 64 {
 		errs = append(errs, fmt.Errorf("--commit-workers: %q is not a number from 1 to 64", workers))
 	}

@@ -17,7 +17,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := config{
 		Listen: "127.0.0.1:7400", OpsListen: "127.0.0.1:7401", DataDir: "beacon-data", LogLevel: "info",
-		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, CommitWorkers: 4,
+		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, EtcdTimeout: 5 * time.Second, CommitWorkers: 4,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)
@@ -45,6 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--release-hold", "soon"}, "--release-hold"},
 		{[]string{"--release-hold", "-1s"}, "--release-hold"},
 		{[]string{"--commit-workers", "0"}, "--commit-workers"},
+		{[]string{"--etcd-timeout", "0s"}, "--etcd-timeout"},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca needs"},
 		{[]string{"--otlp-insecure", "maybe"}, "--otlp-insecure"},

@@ -62,7 +62,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer func() { _ = client.Close() }()
 	rep := replica.New(client, logger, replica.Options{
-		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers,
+		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout,
 		Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
 	})
 	if err := rep.Load(ctx); err != nil {

@@ -1,8 +1,10 @@
 package replica_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,6 +42,34 @@ func TestInternalErrorsSayNothing(t *testing.T) {
 	wantOpaque(t, err, codes.Internal, "internal error")
 	_, err = n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/broken"})
 	wantOpaque(t, err, codes.Internal, "internal error")
+}
+
+// With etcd dead (the member stopped, the replica's client still trying to
+// reach it), calls fail as Unavailable once the store's bound on one etcd
+// call runs out, long before the caller's own deadline, and a later call
+// does not queue behind the dead ones.
+func TestDeadEtcdFailsFast(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{EtcdCallTimeout: 500 * time.Millisecond})
+	mustPool(t, n, "dead", &ipamv1.Pool{Ranges: []string{"192.0.2.0/29"}, Tenants: []string{"dead"}})
+	env.kill()
+
+	for i := range 3 {
+		start := time.Now()
+		_, err := n.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{
+			Parent: "tenants/dead", Allocation: &ipamv1.Allocation{Owner: fmt.Sprintf("o%d", i)},
+		})
+		wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("allocate %d: failed after %v, want about the 500ms bound (the caller's deadline is 30s)", i, took)
+		}
+	}
+	start := time.Now()
+	_, err := n.pools.GetPool(ctxT(t), &ipamv1.GetPoolRequest{Name: "pools/dead"})
+	wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("get pool: failed after %v, want about the 500ms bound", took)
+	}
 }
 
 // With the replica's etcd connection gone, calls fail as Unavailable (retry),

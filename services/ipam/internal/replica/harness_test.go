@@ -26,6 +26,16 @@ type etcdEnv struct {
 	dir    string
 	emb    *store.Embedded
 	client *store.Client
+	killed bool // etcd stopped by the test; the client remains
+}
+
+// kill stops etcd and leaves the client trying to reach it, as when an
+// etcd member dies.
+func (e *etcdEnv) kill() {
+	if !e.killed {
+		e.killed = true
+		e.emb.Close()
+	}
 }
 
 func startEtcd(t *testing.T, dir string) *etcdEnv {
@@ -58,7 +68,9 @@ func (e *etcdEnv) stop() {
 		return
 	}
 	_ = e.client.Close()
-	e.emb.Close()
+	if !e.killed {
+		e.emb.Close()
+	}
 	e.emb = nil
 }
 

@@ -33,6 +33,8 @@ type Options struct {
 	ReleaseHold time.Duration
 	// CommitWorkers is how many etcd transactions may be in flight.
 	CommitWorkers int
+	// EtcdCallTimeout bounds each etcd call (see store.Options.CallTimeout).
+	EtcdCallTimeout time.Duration
 	// Now returns the time (default time.Now).
 	Now func() time.Time
 	// Meter records metrics (default: none).
@@ -64,7 +66,7 @@ type Replica struct {
 // New assembles a replica. Call Load, then Run, then register it on a gRPC
 // server.
 func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
-	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers})
+	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers, CallTimeout: opts.EtcdCallTimeout})
 	idx := index.New()
 	alloc := allocator.New(idx, st, logger, allocator.Options{DefaultHold: opts.ReleaseHold, Now: opts.Now, Meter: opts.Meter})
 	if opts.Meter != nil {

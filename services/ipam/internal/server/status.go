@@ -62,9 +62,12 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 		return badRequest(fes)
 	case errors.As(err, &fe):
 		return badRequest(ipam.FieldErrors{fe})
-	case errors.Is(err, context.Canceled):
+	// A context error is the caller's only when the caller's context is
+	// done; otherwise it is the store's own bound on an etcd call, wrapped
+	// as ipam.ErrUnavailable below.
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return status.Error(codes.Canceled, "request canceled")
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
 	for _, m := range codeOf {

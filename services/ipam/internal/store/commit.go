@@ -158,7 +158,9 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 			s.fail(items, err)
 			return
 		}
-		resp, err := s.kv.Txn(ctx, req)
+		tctx, cancel := s.bounded(ctx)
+		resp, err := s.kv.Txn(tctx, req)
+		cancel()
 		if err != nil {
 			s.fail(items, fmt.Errorf("store: commit: %w: %w", ipam.ErrUnavailable, err))
 			return
@@ -273,6 +275,8 @@ func (s *Store) readConds(ctx context.Context, items []*pending) (map[string]ipa
 	if len(reads) == 0 {
 		return current, nil
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("store: read after conflict: %w: %w", ipam.ErrUnavailable, err)

@@ -22,6 +22,8 @@ type Lease struct {
 // GrantLease grants a lease of at least ttl (etcd counts whole seconds).
 func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	secs := int64((ttl + time.Second - 1) / time.Second)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Grant(ctx, max(secs, 1))
 	if err != nil {
 		return nil, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
@@ -48,6 +50,8 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 
 // Revoke ends the lease now, deleting every object tied to it.
 func (l *Lease) Revoke(ctx context.Context) error {
+	ctx, cancel := l.s.bounded(ctx)
+	defer cancel()
 	if _, err := l.s.client.Revoke(ctx, l.id); err != nil {
 		return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -60,6 +64,8 @@ func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := l.s.bounded(ctx)
+	defer cancel()
 	resp, err := l.s.client.Put(ctx, key(r), string(b), clientv3.WithLease(l.id))
 	if err != nil {
 		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)

@@ -29,6 +29,11 @@ type Options struct {
 	RequestTTL time.Duration
 	// AuditTTL is how long audit records are kept (default 30 days).
 	AuditTTL time.Duration
+	// CallTimeout bounds each etcd call (default 5s): etcd that does not
+	// answer in time is reported unavailable (ipam.ErrUnavailable) at once,
+	// instead of holding the caller until its own deadline, and a commit
+	// worker never waits on a dead etcd forever. Watches are not bounded.
+	CallTimeout time.Duration
 }
 
 // Store reads and writes IPAM state in etcd.
@@ -64,6 +69,9 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 	if opts.AuditTTL <= 0 {
 		opts.AuditTTL = 30 * 24 * time.Hour
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 5 * time.Second
+	}
 	return &Store{
 		client: client,
 		kv:     etcdserverpb.NewKVClient(client.ActiveConnection()),
@@ -93,8 +101,15 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 	return c, nil
 }
 
+// bounded returns ctx bounded by CallTimeout, for one etcd call.
+func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.CallTimeout)
+}
+
 // Revision returns etcd's current revision (a linearizable read).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("store: read revision: %w: %w", ipam.ErrUnavailable, err)
@@ -106,6 +121,8 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // revision even when nothing they watch changed, so a follower knows it is
 // caught up.
 func (s *Store) RequestProgress(ctx context.Context) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	// The watches run with WithRequireLeader: the request must use the
 	// same stream.
 	if err := s.client.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
@@ -116,6 +133,8 @@ func (s *Store) RequestProgress(ctx context.Context) error {
 
 // Ready reports whether etcd answers a linearizable read.
 func (s *Store) Ready(ctx context.Context) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	if _, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly()); err != nil {
 		return fmt.Errorf("store: etcd not ready: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -132,7 +151,9 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.Lease
 	if slot, ok := s.leases[ttl]; ok && now.Before(slot.expires) {
 		return slot.id, nil
 	}
-	resp, err := s.client.Grant(ctx, int64((ttl + time.Hour).Seconds()))
+	gctx, cancel := s.bounded(ctx)
+	defer cancel()
+	resp, err := s.client.Grant(gctx, int64((ttl + time.Hour).Seconds()))
 	if err != nil {
 		return 0, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -142,6 +163,8 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.Lease
 
 // Get reads one object; ErrNotFound (ipam) if absent.
 func (s *Store) Get(ctx context.Context, r ipam.Ref) (ipam.Event, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, key(r))
 	if err != nil {
 		return ipam.Event{}, fmt.Errorf("store: get %s: %w: %w", key(r), ipam.ErrUnavailable, err)
@@ -168,6 +191,8 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, from, opts...)
 	if err != nil {
 		return ipam.Page{}, fmt.Errorf("store: list %s: %w: %w", prefix, ipam.ErrUnavailable, err)
@@ -193,6 +218,8 @@ func (s *Store) ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]i
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	resp, err := s.client.Get(ctx, key(from), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("store: read claims: %w: %w", ipam.ErrUnavailable, err)

@@ -24,7 +24,9 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.client.Get(ctx, from, opts...)
+		pctx, cancel := s.bounded(ctx)
+		resp, err := s.client.Get(pctx, from, opts...)
+		cancel()
 		if err != nil {
 			return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
 		}
@@ -71,7 +73,21 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 	if prev {
 		opts = append(opts, clientv3.WithPrevKV())
 	}
-	for resp := range s.client.Watch(ctx, prefix, opts...) {
+	wch := s.client.Watch(ctx, prefix, opts...)
+	for {
+		// The client closes the channel when ctx is done, except while it
+		// is reconnecting to an etcd that does not answer: then only
+		// ctx.Done tells the watch to end.
+		var resp clientv3.WatchResponse
+		var open bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, open = <-wch:
+		}
+		if !open {
+			break
+		}
 		if err := resp.Err(); err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) || resp.CompactRevision > 0 {
 				return fmt.Errorf("store: %w: resume from %d, compacted at %d", ipam.ErrResumeTooOld, after, resp.CompactRevision)
