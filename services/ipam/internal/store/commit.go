@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -209,9 +210,23 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 }
 
 // txnRequest builds the transaction of items: every item's conditions, then
-// every item's writes.
+// every item's writes, the audit records packed one key per tenant (see
+// audit.go).
 func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb.TxnRequest, error) {
 	req := &etcdserverpb.TxnRequest{}
+	var packs []*auditPack
+	put := func(r ipam.Ref, b []byte) error {
+		put := &etcdserverpb.PutRequest{Key: []byte(key(r)), Value: b}
+		if ttl := s.ttlOf(r.Kind); ttl > 0 {
+			id, err := s.leaseFor(ctx, ttl)
+			if err != nil {
+				return err
+			}
+			put.Lease = int64(id)
+		}
+		req.Success = append(req.Success, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{RequestPut: put}})
+		return nil
+	}
 	for _, p := range items {
 		for _, c := range p.change.Conds {
 			cmp := &etcdserverpb.Compare{Key: []byte(key(c.Ref)), Result: etcdserverpb.Compare_EQUAL}
@@ -233,24 +248,36 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 			})
 		}
 		for _, w := range p.change.Puts {
+			if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit {
+				i := slices.IndexFunc(packs, func(pk *auditPack) bool { return pk.tenant == rec.Tenant })
+				if i < 0 {
+					i = len(packs)
+					packs = append(packs, &auditPack{tenant: rec.Tenant})
+				}
+				packs[i].recs = append(packs[i].recs, rec)
+				continue
+			}
 			b, err := encode(w.Ref.Kind, w.Value)
 			if err != nil {
 				return nil, err
 			}
-			put := &etcdserverpb.PutRequest{Key: []byte(key(w.Ref)), Value: b}
-			if ttl := s.ttlOf(w.Ref.Kind); ttl > 0 {
-				id, err := s.leaseFor(ctx, ttl)
-				if err != nil {
-					return nil, err
-				}
-				put.Lease = int64(id)
+			if err := put(w.Ref, b); err != nil {
+				return nil, err
 			}
-			req.Success = append(req.Success, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{RequestPut: put}})
 		}
 		for _, r := range p.change.Deletes {
 			req.Success = append(req.Success, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestDeleteRange{
 				RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{Key: []byte(key(r))},
 			}})
+		}
+	}
+	for _, pk := range packs {
+		r, b, err := packAudit(pk)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(r, b); err != nil {
+			return nil, err
 		}
 	}
 	return req, nil

@@ -187,6 +187,14 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 	if startAfter != "" {
 		from = key(ipam.Ref{Kind: kind, ID: startAfter}) + "\x00"
 	}
+	if kind == ipam.KindAudit && startAfter != "" {
+		if id, inclusive := auditResume(startAfter); inclusive {
+			// The pack may hold nothing after startAfter: read one key
+			// more, so that a page always moves on.
+			from = key(ipam.Ref{Kind: kind, ID: id})
+			limit++
+		}
+	}
 	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
@@ -201,6 +209,20 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 	for _, kv := range resp.Kvs {
 		ref, ok := parseKey(string(kv.Key))
 		if !ok || ref.Kind != kind {
+			continue
+		}
+		if kind == ipam.KindAudit {
+			recs, err := unpackAudit(kv.Value)
+			if err != nil {
+				return ipam.Page{}, err
+			}
+			for _, r := range recs {
+				id := r.Tenant + "/" + r.ID
+				if startAfter != "" && id <= startAfter {
+					continue // the records of a pack already listed
+				}
+				page.Items = append(page.Items, ipam.Event{Ref: ipam.Ref{Kind: kind, ID: id}, Value: r, Rev: kv.ModRevision})
+			}
 			continue
 		}
 		v, err := decode(kind, kv.Value)

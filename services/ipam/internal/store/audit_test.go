@@ -1,0 +1,89 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+func auditChange(tenant, id, owner string) *pending {
+	rec := &ipam.AuditRecord{Tenant: tenant, ID: id, Time: time.Unix(0, 0).UTC(), Action: ipam.ActionAllocate, Owner: owner}
+	return &pending{
+		change: ipam.Change{Puts: []ipam.Put{{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: tenant + "/" + id}, Value: rec}}},
+		done:   make(chan commitResult, 1),
+	}
+}
+
+// The audit records of one transaction share one key per tenant, and
+// listing them, a page of one at a time, gives every record exactly once in
+// ID order, across packed and single keys.
+func TestAuditPacksListAndResume(t *testing.T) {
+	s, ctx := newStore(t)
+	// One transaction: three records of tenant a, one of tenant b.
+	batch := []*pending{
+		auditChange("a", "0002aaaa", "a1"), auditChange("b", "0002bbbb", "b1"),
+		auditChange("a", "0002cccc", "a2"), auditChange("a", "0002dddd", "a3"),
+	}
+	s.commitBatch(ctx, batch)
+	// Two transactions of one record each, around it in ID order.
+	single1, single2 := []*pending{auditChange("a", "0001ffff", "a0")}, []*pending{auditChange("a", "0003ffff", "a4")}
+	s.commitBatch(ctx, single1)
+	s.commitBatch(ctx, single2)
+	for _, p := range append(append(batch, single1...), single2...) {
+		if r := <-p.done; r.err != nil {
+			t.Fatalf("commit: %v", r.err)
+		}
+	}
+
+	resp, err := s.client.Get(ctx, auditPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	wantKeys := []string{auditPrefix + "a/0001ffff", auditPrefix + "a/0002aaaa", auditPrefix + "a/0003ffff", auditPrefix + "b/0002bbbb"}
+	if diff := cmp.Diff(wantKeys, keys); diff != "" {
+		t.Fatalf("audit keys (-want +got):\n%s", diff)
+	}
+
+	want := []string{"a/0001ffff a0", "a/0002aaaa-000 a1", "a/0002aaaa-001 a2", "a/0002aaaa-002 a3", "a/0003ffff a4", "b/0002bbbb b1"}
+	for _, limit := range []int{1, 2, 100} {
+		var got []string
+		after := ""
+		for range 20 {
+			page, err := s.List(ctx, ipam.KindAudit, "", after, limit, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range page.Items {
+				got = append(got, fmt.Sprintf("%s %s", ev.Ref.ID, ev.Value.(*ipam.AuditRecord).Owner))
+				after = ev.Ref.ID
+			}
+			if !page.More {
+				break
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("listing %d keys at a time (-want +got):\n%s", limit, diff)
+		}
+	}
+	// Resuming inside a pack gives its later records, then the next keys.
+	page, err := s.List(ctx, ipam.KindAudit, "a/", "a/0002aaaa-000", 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range page.Items {
+		got = append(got, ev.Ref.ID)
+	}
+	if diff := cmp.Diff([]string{"a/0002aaaa-001", "a/0002aaaa-002", "a/0003ffff"}, got); diff != "" {
+		t.Errorf("resume inside a pack (-want +got):\n%s", diff)
+	}
+}
