@@ -167,6 +167,7 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 			return
 		}
 		if resp.Succeeded {
+			s.remember(items, resp.Header.Revision)
 			for _, p := range items {
 				p.done <- commitResult{rev: resp.Header.Revision}
 			}

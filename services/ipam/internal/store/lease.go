@@ -100,8 +100,18 @@ func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx
 	}
 	defer func() { _ = sess.Close() }()
 	el := concurrency.NewElection(sess, root+"elections/"+name)
-	if err := el.Campaign(ctx, id); err != nil {
-		return fmt.Errorf("store: campaign: %w", err)
+	// Campaign waits on an etcd watch, which the client does not end on
+	// ctx while it is reconnecting to an etcd that does not answer: wait
+	// on ctx too. The abandoned call ends when the client closes.
+	won := make(chan error, 1)
+	go func() { won <- el.Campaign(ctx, id) }()
+	select {
+	case err := <-won:
+		if err != nil {
+			return fmt.Errorf("store: campaign: %w", err)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -48,7 +48,23 @@ type Store struct {
 
 	leaseMu sync.Mutex
 	leases  map[time.Duration]leaseSlot
+
+	// written holds the values this store committed, by key, until the
+	// watch delivers them: the watch then passes them on instead of
+	// decoding the bytes it got back (see remember and recall).
+	writtenMu sync.Mutex
+	written   map[string]writtenValue
 }
+
+// writtenValue is a value committed at a revision.
+type writtenValue struct {
+	rev   int64
+	value any
+}
+
+// maxWritten bounds the committed values kept for the watch (when it lags
+// or is down, the oldest are not worth keeping: it decodes instead).
+const maxWritten = 1 << 16
 
 type leaseSlot struct {
 	id      clientv3.LeaseID
@@ -73,12 +89,13 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 		opts.CallTimeout = 5 * time.Second
 	}
 	return &Store{
-		client: client,
-		kv:     etcdserverpb.NewKVClient(client.ActiveConnection()),
-		logger: logger,
-		opts:   opts,
-		queue:  make(chan *pending, 1024),
-		leases: make(map[time.Duration]leaseSlot),
+		client:  client,
+		kv:      etcdserverpb.NewKVClient(client.ActiveConnection()),
+		logger:  logger,
+		opts:    opts,
+		queue:   make(chan *pending, 1024),
+		leases:  make(map[time.Duration]leaseSlot),
+		written: make(map[string]writtenValue),
 	}
 }
 
@@ -99,6 +116,38 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", endpoints, ipam.ErrUnavailable, err)
 	}
 	return c, nil
+}
+
+// remember keeps the state objects items wrote at rev for the watch.
+func (s *Store) remember(items []*pending, rev int64) {
+	s.writtenMu.Lock()
+	defer s.writtenMu.Unlock()
+	if len(s.written) > maxWritten {
+		clear(s.written)
+	}
+	for _, p := range items {
+		for _, w := range p.change.Puts {
+			if w.Ref.Kind != ipam.KindAudit && w.Ref.Kind != ipam.KindRequest {
+				s.written[key(w.Ref)] = writtenValue{rev: rev, value: w.Value}
+			}
+		}
+	}
+}
+
+// recall returns the value this store committed under k at rev, or nil,
+// and forgets what it remembers of k up to rev.
+func (s *Store) recall(k string, rev int64) any {
+	s.writtenMu.Lock()
+	defer s.writtenMu.Unlock()
+	w, ok := s.written[k]
+	if !ok || w.rev > rev {
+		return nil
+	}
+	delete(s.written, k)
+	if w.rev != rev {
+		return nil
+	}
+	return w.value
 }
 
 // bounded returns ctx bounded by CallTimeout, for one etcd call.

@@ -181,3 +181,45 @@ func TestWatchStateAndCompaction(t *testing.T) {
 		t.Fatalf("watch from a compacted revision = %v, want ErrResumeTooOld", err)
 	}
 }
+
+// The state watch passes on this store's own writes as they were committed
+// (no decoding), and decodes everyone else's: both arrive equal.
+func TestWatchPassesOwnWritesOn(t *testing.T) {
+	s, ctx := newStore(t)
+	other := New(s.client, s.logger, Options{Workers: 1})
+	octx, stopOther := context.WithCancel(ctx)
+	defer stopOther()
+	go func() { _ = other.Run(octx) }()
+	_, rev, err := s.LoadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := claimChange("192.0.2.10", 0), claimChange("192.0.2.11", 0)
+	if _, _, err := s.Commit(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Commit(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got []ipam.Event
+	err = s.WatchState(wctx, rev, nil, func(evs []ipam.Event, _ int64) {
+		got = append(got, evs...)
+		if len(got) >= 2 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch = %v", err)
+	}
+	if got[0].Value != mine.Puts[0].Value {
+		t.Errorf("own write: got a decoded copy, want the committed value itself")
+	}
+	if got[1].Value == theirs.Puts[0].Value {
+		t.Errorf("another store's write: got its value itself, want it decoded")
+	}
+	if diff := cmp.Diff([]any{mine.Puts[0].Value, theirs.Puts[0].Value}, []any{got[0].Value, got[1].Value}, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("values (-want +got):\n%s", diff)
+	}
+}

@@ -98,8 +98,20 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 		for _, e := range resp.Events {
 			kv := e.Kv
 			deleted := e.Type == mvccpb.DELETE
+			// The state watch passes on what this store committed as it
+			// was committed, rather than decode it again.
+			var mine any
+			if !prev {
+				mine = s.recall(string(kv.Key), kv.ModRevision)
+			}
 			if known != nil && !deleted {
 				if ref, ok := parseKey(string(kv.Key)); ok && known(ref, kv.ModRevision) {
+					continue
+				}
+			}
+			if mine != nil && !deleted {
+				if ref, ok := parseKey(string(kv.Key)); ok {
+					events = append(events, ipam.Event{Ref: ref, Value: mine, Rev: kv.ModRevision})
 					continue
 				}
 			}
