@@ -11,12 +11,15 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-func auditChange(tenant, id, owner string) *pending {
+func auditChange(t *testing.T, tenant, id, owner string) *pending {
+	t.Helper()
 	rec := &ipam.AuditRecord{Tenant: tenant, ID: id, Time: time.Unix(0, 0).UTC(), Action: ipam.ActionAllocate, Owner: owner}
-	return &pending{
-		change: ipam.Change{Puts: []ipam.Put{{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: tenant + "/" + id}, Value: rec}}},
-		done:   make(chan commitResult, 1),
+	ch := ipam.Change{Puts: []ipam.Put{{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: tenant + "/" + id}, Value: rec}}}
+	prep, err := prepare(ch)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &pending{change: ch, prepared: prep, done: make(chan commitResult, 1)}
 }
 
 // The audit records of one transaction share one key per tenant, and
@@ -26,12 +29,12 @@ func TestAuditPacksListAndResume(t *testing.T) {
 	s, ctx := newStore(t)
 	// One transaction: three records of tenant a, one of tenant b.
 	batch := []*pending{
-		auditChange("a", "0002aaaa", "a1"), auditChange("b", "0002bbbb", "b1"),
-		auditChange("a", "0002cccc", "a2"), auditChange("a", "0002dddd", "a3"),
+		auditChange(t, "a", "0002aaaa", "a1"), auditChange(t, "b", "0002bbbb", "b1"),
+		auditChange(t, "a", "0002cccc", "a2"), auditChange(t, "a", "0002dddd", "a3"),
 	}
 	s.commitBatch(ctx, batch)
 	// Two transactions of one record each, around it in ID order.
-	single1, single2 := []*pending{auditChange("a", "0001ffff", "a0")}, []*pending{auditChange("a", "0003ffff", "a4")}
+	single1, single2 := []*pending{auditChange(t, "a", "0001ffff", "a0")}, []*pending{auditChange(t, "a", "0003ffff", "a4")}
 	s.commitBatch(ctx, single1)
 	s.commitBatch(ctx, single2)
 	for _, p := range append(append(batch, single1...), single2...) {

@@ -17,7 +17,52 @@ import (
 type pending struct {
 	ctx    context.Context
 	change ipam.Change
-	done   chan commitResult // buffered, 1
+	// prepared is the change's keys and encoded values, made by the caller
+	// (in parallel with other callers) rather than by the committer.
+	prepared
+	done chan commitResult // buffered, 1
+}
+
+// prepared is a change in etcd's terms: its puts (audit records left
+// whole, to be packed), deletes and compared keys, in the change's order.
+type prepared struct {
+	puts     []preparedPut
+	deletes  []string
+	condKeys []string
+}
+
+type preparedPut struct {
+	key   string
+	value []byte            // nil for an audit record
+	audit *ipam.AuditRecord // the record, for an audit put
+}
+
+// prepare encodes a change's writes and computes its keys.
+func prepare(ch ipam.Change) (prepared, error) {
+	p := prepared{
+		puts:     make([]preparedPut, len(ch.Puts)),
+		deletes:  make([]string, len(ch.Deletes)),
+		condKeys: make([]string, len(ch.Conds)),
+	}
+	for i, w := range ch.Puts {
+		p.puts[i].key = key(w.Ref)
+		if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit {
+			p.puts[i].audit = rec
+			continue
+		}
+		b, err := encode(w.Ref.Kind, w.Value)
+		if err != nil {
+			return prepared{}, err
+		}
+		p.puts[i].value = b
+	}
+	for i, r := range ch.Deletes {
+		p.deletes[i] = key(r)
+	}
+	for i, c := range ch.Conds {
+		p.condKeys[i] = key(c.Ref)
+	}
+	return p, nil
 }
 
 type commitResult struct {
@@ -37,7 +82,11 @@ func (s *Store) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event
 	if n := max(len(ch.Conds), len(ch.Puts)+len(ch.Deletes)); n > s.opts.MaxOps {
 		return 0, nil, fmt.Errorf("store: change of %d operations exceeds %d", n, s.opts.MaxOps)
 	}
-	p := &pending{ctx: ctx, change: ch, done: make(chan commitResult, 1)}
+	prep, err := prepare(ch)
+	if err != nil {
+		return 0, nil, err
+	}
+	p := &pending{ctx: ctx, change: ch, prepared: prep, done: make(chan commitResult, 1)}
 	select {
 	case s.queue <- p:
 	case <-ctx.Done():
@@ -80,13 +129,13 @@ func (b *batch) fits(p *pending, maxOps int) bool {
 	if b.cmps+len(p.change.Conds) > maxOps || b.ops+len(p.change.Puts)+len(p.change.Deletes) > maxOps {
 		return false
 	}
-	for _, w := range p.change.Puts {
-		if b.written[key(w.Ref)] {
+	for _, w := range p.puts {
+		if b.written[w.key] {
 			return false
 		}
 	}
-	for _, r := range p.change.Deletes {
-		if b.written[key(r)] {
+	for _, k := range p.deletes {
+		if b.written[k] {
 			return false
 		}
 	}
@@ -97,11 +146,11 @@ func (b *batch) add(p *pending) {
 	b.items = append(b.items, p)
 	b.cmps += len(p.change.Conds)
 	b.ops += len(p.change.Puts) + len(p.change.Deletes)
-	for _, w := range p.change.Puts {
-		b.written[key(w.Ref)] = true
+	for _, w := range p.puts {
+		b.written[w.key] = true
 	}
-	for _, r := range p.change.Deletes {
-		b.written[key(r)] = true
+	for _, k := range p.deletes {
+		b.written[k] = true
 	}
 }
 
@@ -183,8 +232,8 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 		for _, p := range items {
 			var fresh []ipam.Event
 			ok := len(p.change.Unchanged) == 0
-			for _, c := range p.change.Conds {
-				ev := current[key(c.Ref)]
+			for i, c := range p.change.Conds {
+				ev := current[p.condKeys[i]]
 				fresh = append(fresh, ev)
 				if (ev.Value == nil && c.Rev != 0) || (ev.Value != nil && ev.Rev != c.Rev) {
 					ok = false
@@ -216,9 +265,9 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb.TxnRequest, error) {
 	req := &etcdserverpb.TxnRequest{}
 	var packs []*auditPack
-	put := func(r ipam.Ref, b []byte) error {
-		put := &etcdserverpb.PutRequest{Key: []byte(key(r)), Value: b}
-		if ttl := s.ttlOf(r.Kind); ttl > 0 {
+	put := func(kind ipam.Kind, k string, b []byte) error {
+		put := &etcdserverpb.PutRequest{Key: []byte(k), Value: b}
+		if ttl := s.ttlOf(kind); ttl > 0 {
 			id, err := s.leaseFor(ctx, ttl)
 			if err != nil {
 				return err
@@ -229,8 +278,8 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 		return nil
 	}
 	for _, p := range items {
-		for _, c := range p.change.Conds {
-			cmp := &etcdserverpb.Compare{Key: []byte(key(c.Ref)), Result: etcdserverpb.Compare_EQUAL}
+		for i, c := range p.change.Conds {
+			cmp := &etcdserverpb.Compare{Key: []byte(p.condKeys[i]), Result: etcdserverpb.Compare_EQUAL}
 			if c.Rev == 0 {
 				cmp.Target = etcdserverpb.Compare_CREATE
 				cmp.TargetUnion = &etcdserverpb.Compare_CreateRevision{CreateRevision: 0}
@@ -248,27 +297,23 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 				TargetUnion: &etcdserverpb.Compare_ModRevision{ModRevision: rc.Since + 1},
 			})
 		}
-		for _, w := range p.change.Puts {
-			if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit {
-				i := slices.IndexFunc(packs, func(pk *auditPack) bool { return pk.tenant == rec.Tenant })
-				if i < 0 {
-					i = len(packs)
+		for i, w := range p.puts {
+			if rec := w.audit; rec != nil {
+				j := slices.IndexFunc(packs, func(pk *auditPack) bool { return pk.tenant == rec.Tenant })
+				if j < 0 {
+					j = len(packs)
 					packs = append(packs, &auditPack{tenant: rec.Tenant})
 				}
-				packs[i].recs = append(packs[i].recs, rec)
+				packs[j].recs = append(packs[j].recs, rec)
 				continue
 			}
-			b, err := encode(w.Ref.Kind, w.Value)
-			if err != nil {
-				return nil, err
-			}
-			if err := put(w.Ref, b); err != nil {
+			if err := put(p.change.Puts[i].Ref.Kind, w.key, w.value); err != nil {
 				return nil, err
 			}
 		}
-		for _, r := range p.change.Deletes {
+		for _, k := range p.deletes {
 			req.Success = append(req.Success, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestDeleteRange{
-				RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{Key: []byte(key(r))},
+				RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{Key: []byte(k)},
 			}})
 		}
 	}
@@ -277,7 +322,7 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 		if err != nil {
 			return nil, err
 		}
-		if err := put(r, b); err != nil {
+		if err := put(ipam.KindAudit, key(r), b); err != nil {
 			return nil, err
 		}
 	}
@@ -290,12 +335,14 @@ func (s *Store) readConds(ctx context.Context, items []*pending) (map[string]ipa
 	var reads []clientv3.Op
 	var refs []ipam.Ref
 	seen := make(map[string]bool)
+	var keys []string
 	for _, p := range items {
-		for _, c := range p.change.Conds {
-			if k := key(c.Ref); !seen[k] {
+		for i, c := range p.change.Conds {
+			if k := p.condKeys[i]; !seen[k] {
 				seen[k] = true
 				reads = append(reads, clientv3.OpGet(k))
 				refs = append(refs, c.Ref)
+				keys = append(keys, k)
 			}
 		}
 	}
@@ -319,7 +366,7 @@ func (s *Store) readConds(ctx context.Context, items []*pending) (map[string]ipa
 			}
 			ev.Value, ev.Rev = v, kvs[0].ModRevision
 		}
-		current[key(ref)] = ev
+		current[keys[i]] = ev
 	}
 	return current, nil
 }

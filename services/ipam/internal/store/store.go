@@ -126,9 +126,9 @@ func (s *Store) remember(items []*pending, rev int64) {
 		clear(s.written)
 	}
 	for _, p := range items {
-		for _, w := range p.change.Puts {
+		for i, w := range p.change.Puts {
 			if w.Ref.Kind != ipam.KindAudit && w.Ref.Kind != ipam.KindRequest {
-				s.written[key(w.Ref)] = writtenValue{rev: rev, value: w.Value}
+				s.written[p.puts[i].key] = writtenValue{rev: rev, value: w.Value}
 			}
 		}
 	}
