@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,12 +128,29 @@ func startNode(t *testing.T, client *store.Client, opts replica.Options) *node {
 				_ = conn.Close()
 				gs.Stop()
 				cancel()
-				wg.Wait()
+				waitStopped(t, &wg)
 			})
 		},
 	}
 	t.Cleanup(n.stop)
 	return n
+}
+
+// waitStopped waits for a replica's goroutines to end; if they have not
+// after 30 s, it fails the test with every goroutine's stack (a hung
+// shutdown is a bug, and the stacks say where) instead of hanging until the
+// test binary's timeout.
+func waitStopped(t *testing.T, wg *sync.WaitGroup) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		t.Errorf("replica did not stop within 30s; goroutines:\n%s", b.String())
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
