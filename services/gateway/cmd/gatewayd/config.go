@@ -29,6 +29,8 @@ type config struct {
 	RateLimit          float64
 	RateBurst          int
 	RateLimitHold      time.Duration
+	AuthFailureRate    float64
+	AuthFailureBurst   int
 	MaxUnaryTimeout    time.Duration
 	MaxRESTBody        int64
 	MaxStreamsPerConn  int
@@ -48,7 +50,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return def
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	var ipam, cacheTTL, negTTL, rateLimit, rateBurst, hold, unary, body, streams, insecure, grace string
+	var ipam, cacheTTL, negTTL, rateLimit, rateBurst, authRate, authBurst, hold, unary, body, streams, insecure, grace string
 	str(&c.Listen, "listen", "127.0.0.1:8443", "TLS address serving gRPC, REST (/v1/...), /openapi.json and the console")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:8444", "HTTP address for /metrics, /healthz and /readyz")
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated host:port of the IPAM replicas")
@@ -66,6 +68,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&rateLimit, "rate-limit", "100", "calls per second per tenant and role (0: no limit)")
 	str(&rateBurst, "rate-burst", "200", "calls a tenant and role may make at once above the rate")
 	str(&hold, "rate-limit-hold", "250ms", "about how long a rate-limited call waits before it is refused (jittered ±50%; 0s: not at all)")
+	str(&authRate, "auth-failure-rate", "5", "failed authentications per second per client network (IPv4 /32, IPv6 /64) before its unknown tokens are refused unverified (0: no limit)")
+	str(&authBurst, "auth-failure-burst", "20", "failed authentications a client network may make at once above the rate")
 	str(&unary, "max-unary-timeout", "30s", "longest deadline of a unary call (streams have none)")
 	str(&body, "max-rest-body", "1048576", "largest REST request body in bytes")
 	str(&streams, "max-streams-per-conn", "100", "concurrent gRPC streams per client connection")
@@ -102,6 +106,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.RateBurst, err = strconv.Atoi(rateBurst); err != nil || c.RateBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-burst: %q is not a positive integer", rateBurst))
+	}
+	if c.AuthFailureRate, err = strconv.ParseFloat(authRate, 64); err != nil || c.AuthFailureRate < 0 {
+		errs = append(errs, fmt.Errorf("--auth-failure-rate: %q is not a non-negative number", authRate))
+	}
+	if c.AuthFailureBurst, err = strconv.Atoi(authBurst); err != nil || c.AuthFailureBurst < 1 {
+		errs = append(errs, fmt.Errorf("--auth-failure-burst: %q is not a positive integer", authBurst))
 	}
 	if c.MaxRESTBody, err = strconv.ParseInt(body, 10, 64); err != nil || c.MaxRESTBody < 1 {
 		errs = append(errs, fmt.Errorf("--max-rest-body: %q is not a positive integer", body))

@@ -18,6 +18,7 @@ func TestParseConfig(t *testing.T) {
 	want := config{
 		Listen: "127.0.0.1:8443", OpsListen: "127.0.0.1:8444", IPAM: []string{"127.0.0.1:7400"}, DevCerts: "certs",
 		TokenCacheTTL: 10 * time.Second, TokenNegativeTTL: 2 * time.Second, RateLimit: 100, RateBurst: 200, RateLimitHold: 250 * time.Millisecond,
+		AuthFailureRate: 5, AuthFailureBurst: 20,
 		MaxUnaryTimeout: 30 * time.Second, MaxRESTBody: 1 << 20, MaxStreamsPerConn: 100, LogLevel: "info",
 		ShutdownGrace: 10 * time.Second,
 	}

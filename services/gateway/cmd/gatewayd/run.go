@@ -87,6 +87,8 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		TokenNegativeTTL:  cfg.TokenNegativeTTL,
 		RateLimit:         cfg.RateLimit,
 		RateBurst:         cfg.RateBurst,
+		AuthFailureRate:   cfg.AuthFailureRate,
+		AuthFailureBurst:  cfg.AuthFailureBurst,
 		RefusalHold:       refusalHold(cfg.RateLimitHold),
 		MaxUnaryTimeout:   cfg.MaxUnaryTimeout,
 		MaxRESTBody:       cfg.MaxRESTBody,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"net/netip"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -22,6 +23,11 @@ import (
 // inside the process, trusts it; everywhere else it is ignored and
 // stripped.
 const ForwardedCertKey = "beacon-gateway-client-cert"
+
+// ForwardedAddrKey is the metadata key on which the REST edge passes the
+// caller's IP address to the in-process gRPC server, trusted like
+// ForwardedCertKey.
+const ForwardedAddrKey = "beacon-gateway-client-addr"
 
 // ForwardedCertErrorPrefix starts a ForwardedCertKey value that carries,
 // instead of an identity, why the presented certificate is unusable.
@@ -41,6 +47,8 @@ type Credentials struct {
 	// unusable.
 	CertURI string
 	CertErr error
+	// Addr is the caller's IP address (invalid if unknown).
+	Addr netip.Addr
 }
 
 // CredentialsFromContext collects the credentials of an incoming gRPC call:
@@ -59,6 +67,9 @@ func CredentialsFromContext(ctx context.Context, forwarded bool) Credentials {
 		c.Authorization = ""
 	}
 	if forwarded {
+		if v := md.Get(ForwardedAddrKey); len(v) == 1 {
+			c.Addr, _ = netip.ParseAddr(v[0])
+		}
 		if v := md.Get(ForwardedCertKey); len(v) == 1 {
 			if msg, bad := strings.CutPrefix(v[0], ForwardedCertErrorPrefix); bad {
 				c.CertErr = errors.New(msg)
@@ -71,6 +82,9 @@ func CredentialsFromContext(ctx context.Context, forwarded bool) Credentials {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return c
+	}
+	if ap, err := netip.ParseAddrPort(p.Addr.String()); err == nil {
+		c.Addr = ap.Addr().Unmap()
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
@@ -100,6 +114,27 @@ func NewAuthenticator(tokens *TokenCache, bootstrapSecret string) *Authenticator
 
 // BootstrapActor is the audit actor of the bootstrap admin token.
 const BootstrapActor = "bootstrap:admin"
+
+// Decidable reports whether Authenticate can decide on c without asking the
+// IPAM: a client certificate, the bootstrap secret, a malformed
+// authorization, or a token whose answer is cached.
+func (a *Authenticator) Decidable(c Credentials) bool {
+	if !c.HasAuthorization {
+		return true
+	}
+	scheme, secret, ok := strings.Cut(c.Authorization, " ")
+	secret = strings.TrimSpace(secret)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" || a.tokens == nil {
+		return true
+	}
+	if a.bootstrap != nil {
+		h := sha256.Sum256([]byte(secret))
+		if subtle.ConstantTimeCompare(h[:], a.bootstrap) == 1 {
+			return true
+		}
+	}
+	return a.tokens.Cached(secret)
+}
 
 // Authenticate returns the caller's identity, or a gRPC status error:
 // Unauthenticated when the credentials are missing or wrong, Unavailable

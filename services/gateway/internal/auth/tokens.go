@@ -127,6 +127,19 @@ func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error
 	return v.(Identity), nil
 }
 
+// Cached reports whether Verify would answer secret from the cache (or
+// refuse it on its form) without asking the IPAM.
+func (c *TokenCache) Cached(secret string) bool {
+	if !strings.HasPrefix(secret, SecretPrefix) || len(secret) > 128 {
+		return true
+	}
+	key := sha256.Sum256([]byte(secret))
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	return ok && c.now().Before(e.until)
+}
+
 func (c *TokenCache) store(key [sha256.Size]byte, e tokenEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -143,4 +146,37 @@ func TestTokenRevocation(t *testing.T) {
 	}
 	wantCode(t, "revoked token", get(), codes.Unauthenticated)
 	t.Logf("revoked token refused %v after revocation (TTL %v)", time.Since(revoked).Round(time.Millisecond), ttl)
+}
+
+// A network that keeps failing to authenticate has its unknown tokens
+// refused before the IPAM is asked to verify them, over gRPC and REST; a
+// token the gateway already knows and a client certificate still work from
+// there.
+func TestAuthFailuresLimited(t *testing.T) {
+	ipam := testenv.SharedIPAM(t)
+	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
+		c.AuthFailureRate, c.AuthFailureBurst = 0.01, 3
+	}})
+	known := env.IssueToken(t, "authlimit", ipamv1.Role_ROLE_VIEWER, "")
+	list := func(cred testenv.Cred) error {
+		_, err := ipamv1.NewPoolServiceClient(env.Conn(t, cred)).ListPools(t.Context(), &ipamv1.ListPoolsRequest{})
+		return err
+	}
+	wantCode(t, "known token, before", list(testenv.Token(known)), codes.OK) // now cached
+	for i := range 3 {
+		wantCode(t, fmt.Sprintf("bad token %d", i), list(testenv.Token(fmt.Sprintf("bct_bad-%d", i))), codes.Unauthenticated)
+	}
+	err := list(testenv.Token("bct_bad-next"))
+	wantCode(t, "bad token past the burst", err, codes.ResourceExhausted)
+	if st := status.Convert(err); !strings.Contains(st.Message(), "failed authentications") {
+		t.Errorf("refusal %q does not say why", st.Message())
+	}
+	wantCode(t, "known token, after", list(testenv.Token(known)), codes.OK)
+	wantCode(t, "certificate, after", list(testenv.Cert("beacon://viewer")), codes.OK)
+
+	// REST callers from the same address are the same network.
+	r := do(t, env.HTTP(t, testenv.Token("bct_bad-rest")), env.Request(t, testenv.Token("bct_bad-rest"), http.MethodGet, "/v1/pools", ""))
+	if r.Code != http.StatusTooManyRequests {
+		t.Errorf("REST with an unknown token from a blocked network: status %d, want 429", r.Code)
+	}
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// Rate limit per tenant and role: see limit.Config.
 	RateLimit float64
 	RateBurst int
+	// Failed authentications per client network (IPv4 /32, IPv6 /64):
+	// see limit.Failures. 0: no limit.
+	AuthFailureRate  float64
+	AuthFailureBurst int
 	// RefusalHold is how long a rate-limited call is held before it is
 	// refused (default DefaultRefusalHold; negative: not held), so that a
 	// client retrying at once cannot make the gateway refuse calls as fast
@@ -155,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		Backend:         cfg.Backend,
 		Auth:            auth.NewAuthenticator(g.tokens, cfg.BootstrapSecret),
 		Limiter:         limit.New(limit.Config{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
+		AuthFailures:    limit.NewFailures(limit.Config{Rate: cfg.AuthFailureRate, Burst: cfg.AuthFailureBurst}),
 		RefusalHold:     cfg.RefusalHold,
 		MaxUnaryTimeout: cfg.MaxUnaryTimeout,
 		Meter:           meter,

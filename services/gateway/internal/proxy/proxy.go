@@ -46,6 +46,9 @@ type Config struct {
 	Auth *auth.Authenticator
 	// Limiter rate-limits callers; nil: no limit.
 	Limiter *limit.Limiter
+	// AuthFailures limits failed authentications per client network; nil:
+	// no limit.
+	AuthFailures *limit.Failures
 	// RefusalHold is about how long a call refused by the rate limit is
 	// held before the refusal is sent (from half to one and a half times
 	// it; the RetryInfo delay counts from the send); 0 sends it at once.
@@ -164,9 +167,19 @@ func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 	if m == nil {
 		return status.Errorf(codes.Unimplemented, "unknown method %s", name)
 	}
-	id, err := p.cfg.Auth.Authenticate(ctx, auth.CredentialsFromContext(ctx, forwarded))
+	creds := auth.CredentialsFromContext(ctx, forwarded)
+	if wait := p.cfg.AuthFailures.Blocked(creds.Addr); wait > 0 && !p.cfg.Auth.Decidable(creds) {
+		// This network failed too often: do not let it make the IPAM
+		// verify more unknown tokens.
+		p.authFailures.Add(ctx, 1)
+		return p.cfg.AuthFailures.Refuse(wait)
+	}
+	id, err := p.cfg.Auth.Authenticate(ctx, creds)
 	if err != nil {
 		p.authFailures.Add(ctx, 1)
+		if status.Code(err) == codes.Unauthenticated {
+			p.cfg.AuthFailures.Failed(creds.Addr)
+		}
 		return err
 	}
 	role := auth.RoleName(id.Role)

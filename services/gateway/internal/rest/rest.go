@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,7 @@ func NewHandler(ctx context.Context, conn *grpc.ClientConn, opts Options) (http.
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingTrailerMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithMetadata(forwardCertificate),
+		runtime.WithMetadata(forwardAddr),
 		runtime.WithErrorHandler(ErrorHandler),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
@@ -101,6 +103,16 @@ func forwardCertificate(_ context.Context, r *http.Request) metadata.MD {
 		return metadata.Pairs(auth.ForwardedCertKey, auth.ForwardedCertErrorPrefix+err.Error())
 	}
 	return metadata.Pairs(auth.ForwardedCertKey, uri)
+}
+
+// forwardAddr passes the caller's IP address to the in-process gRPC server
+// (for the limit on failed authentications).
+func forwardAddr(_ context.Context, r *http.Request) metadata.MD {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return metadata.Pairs(auth.ForwardedAddrKey, ap.Addr().Unmap().String())
 }
 
 // limitBody refuses bodies over max bytes (413) and bodies that are not
