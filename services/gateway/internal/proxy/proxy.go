@@ -77,6 +77,7 @@ type Proxy struct {
 	denied       metric.Int64Counter
 	limited      metric.Int64Counter
 	resumes      metric.Int64Counter
+	retries      metric.Int64Counter
 
 	// drained is done once Drain was called: streams end.
 	drained context.Context
@@ -139,6 +140,9 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	if p.limited, err = mt.Int64Counter("beacon_gateway_rate_limited", metric.WithDescription("Calls refused by the rate limit, by role.")); err != nil {
+		return nil, err
+	}
+	if p.retries, err = mt.Int64Counter("beacon_gateway_unary_retries", metric.WithDescription("Unary calls sent again to another IPAM replica after the first answered UNAVAILABLE (reads, and writes with a request_id).")); err != nil {
 		return nil, err
 	}
 	if p.resumes, err = mt.Int64Counter("beacon_gateway_stream_resumes", metric.WithDescription("Server streams reopened on another IPAM replica after the serving one failed.")); err != nil {
@@ -373,6 +377,21 @@ func (c *call) unary(ctx context.Context) error {
 	var out Frame
 	var header, trailer metadata.MD
 	err := c.p.cfg.Backend.Invoke(ctx, c.m.name, &in, &out, grpc.Header(&header), grpc.Trailer(&trailer))
+	if status.Code(err) == codes.Unavailable && c.retryable(&in) {
+		// The replica died under the call, or lost etcd: once more, after a
+		// moment, on whichever replica the balancer picks now. Safe for a
+		// read, and for a write with a request_id (a second commit returns
+		// the first's result).
+		t := time.NewTimer(unaryRetryDelay)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			c.p.retries.Add(ctx, 1)
+			out, header, trailer = Frame{}, nil, nil
+			err = c.p.cfg.Backend.Invoke(ctx, c.m.name, &in, &out, grpc.Header(&header), grpc.Trailer(&trailer))
+		}
+		t.Stop()
+	}
 	if h := fromBackend(header); len(h) > 0 {
 		_ = c.ss.SetHeader(h)
 	}
@@ -386,6 +405,28 @@ func (c *call) unary(ctx context.Context) error {
 		return err
 	}
 	return c.ss.SendMsg(&out)
+}
+
+// unaryRetryDelay is how long a unary call that met an unavailable replica
+// waits before it is sent again.
+const unaryRetryDelay = 100 * time.Millisecond
+
+// retryable reports whether a unary request may be sent twice: a read (Get
+// and List methods, VerifyToken), or a request carrying a request_id.
+func (c *call) retryable(in *Frame) bool {
+	short := c.m.name[strings.LastIndex(c.m.name, "/")+1:]
+	if strings.HasPrefix(short, "Get") || strings.HasPrefix(short, "List") || short == "VerifyToken" {
+		return true
+	}
+	fd := c.m.input.Descriptor().Fields().ByName("request_id")
+	if fd == nil {
+		return false
+	}
+	msg := c.m.input.New()
+	if err := proto.Unmarshal(in.Data, msg.Interface()); err != nil {
+		return false
+	}
+	return msg.Get(fd).String() != ""
 }
 
 // serverStream proxies a call with one request and a stream of responses.

@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"context"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +31,30 @@ type stub struct {
 	seen      chan metadata.MD
 	deadlines chan time.Duration
 	ended     chan error
+
+	mu       sync.Mutex
+	attempts map[string]int // Allocate calls per owner
+}
+
+// Allocate answers UNAVAILABLE to the first call for an owner starting
+// with "flaky/", as a replica that dies under a call does, and allocates
+// the second.
+func (s *stub) Allocate(_ context.Context, req *ipamv1.AllocateRequest) (*ipamv1.AllocateResponse, error) {
+	owner := req.GetAllocation().GetOwner()
+	s.mu.Lock()
+	s.attempts[owner]++
+	n := s.attempts[owner]
+	s.mu.Unlock()
+	if strings.HasPrefix(owner, "flaky/") && n == 1 {
+		return nil, status.Error(codes.Unavailable, "transport is closing")
+	}
+	return &ipamv1.AllocateResponse{Allocation: &ipamv1.Allocation{Owner: owner}, Created: true}, nil
+}
+
+func (s *stub) tries(owner string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[owner]
 }
 
 func (s *stub) GetPool(ctx context.Context, req *ipamv1.GetPoolRequest) (*ipamv1.GetPoolResponse, error) {
@@ -69,7 +95,7 @@ const secret = "bct_proxy-test-secret"
 // returns the proxy, a connection to it, and the stub.
 func start(t *testing.T, cfg proxy.Config) (*proxy.Proxy, *grpc.ClientConn, *stub) {
 	t.Helper()
-	s := &stub{seen: make(chan metadata.MD, 10), deadlines: make(chan time.Duration, 10), ended: make(chan error, 10)}
+	s := &stub{seen: make(chan metadata.MD, 10), deadlines: make(chan time.Duration, 10), ended: make(chan error, 10), attempts: map[string]int{}}
 	bl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +157,34 @@ func TestMetadata(t *testing.T) {
 	}
 	if header.Get("x-backend")[0] != "header" || trailer.Get("x-backend-trailer")[0] != "trailer" {
 		t.Errorf("header %v, trailer %v: the IPAM's metadata did not come back", header, trailer)
+	}
+}
+
+// A unary call that meets an unavailable replica is sent once more when
+// that is safe: a write with a request_id (the IPAM answers a repeat with
+// the first result) or a read; a write without one is not repeated.
+func TestUnaryRetryOnUnavailable(t *testing.T) {
+	_, conn, s := start(t, proxy.Config{})
+	allocs := ipamv1.NewAllocationServiceClient(conn)
+	tests := []struct {
+		owner, requestID string
+		want             codes.Code
+		tries            int
+	}{
+		{"flaky/with-id", "req-1", codes.OK, 2},
+		{"flaky/without-id", "", codes.Unavailable, 1},
+		{"steady/with-id", "req-2", codes.OK, 1},
+	}
+	for _, tt := range tests {
+		_, err := allocs.Allocate(authed(t.Context()), &ipamv1.AllocateRequest{
+			Parent: "tenants/t", RequestId: tt.requestID, Allocation: &ipamv1.Allocation{Owner: tt.owner},
+		})
+		if got := status.Code(err); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.owner, err, tt.want)
+		}
+		if got := s.tries(tt.owner); got != tt.tries {
+			t.Errorf("%s: the IPAM saw %d calls, want %d", tt.owner, got, tt.tries)
+		}
 	}
 }
 
