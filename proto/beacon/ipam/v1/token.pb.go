@@ -680,6 +680,87 @@ func (x *VerifyTokenResponse) GetToken() *Token {
 	return nil
 }
 
+type WatchTokenRevocationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTokenRevocationsRequest) Reset() {
+	*x = WatchTokenRevocationsRequest{}
+	mi := &file_beacon_ipam_v1_token_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTokenRevocationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTokenRevocationsRequest) ProtoMessage() {}
+
+func (x *WatchTokenRevocationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_token_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTokenRevocationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchTokenRevocationsRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_token_proto_rawDescGZIP(), []int{11}
+}
+
+type WatchTokenRevocationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lower-case hex SHA-256 of each revoked token's secret.
+	SecretSha256  []string `protobuf:"bytes,1,rep,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTokenRevocationsResponse) Reset() {
+	*x = WatchTokenRevocationsResponse{}
+	mi := &file_beacon_ipam_v1_token_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTokenRevocationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTokenRevocationsResponse) ProtoMessage() {}
+
+func (x *WatchTokenRevocationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_token_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTokenRevocationsResponse.ProtoReflect.Descriptor instead.
+func (*WatchTokenRevocationsResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_token_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchTokenRevocationsResponse) GetSecretSha256() []string {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
 var File_beacon_ipam_v1_token_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_token_proto_rawDesc = "" +
@@ -720,21 +801,25 @@ const file_beacon_ipam_v1_token_proto_rawDesc = "" +
 	"\x12VerifyTokenRequest\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\"B\n" +
 	"\x13VerifyTokenResponse\x12+\n" +
-	"\x05token\x18\x01 \x01(\v2\x15.beacon.ipam.v1.TokenR\x05token*b\n" +
+	"\x05token\x18\x01 \x01(\v2\x15.beacon.ipam.v1.TokenR\x05token\"\x1e\n" +
+	"\x1cWatchTokenRevocationsRequest\"D\n" +
+	"\x1dWatchTokenRevocationsResponse\x12#\n" +
+	"\rsecret_sha256\x18\x01 \x03(\tR\fsecretSha256*b\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x01\x12\x0f\n" +
 	"\vROLE_TENANT\x10\x02\x12\x12\n" +
 	"\x0eROLE_ANNOUNCER\x10\x03\x12\x0f\n" +
-	"\vROLE_VIEWER\x10\x042\xba\x03\n" +
+	"\vROLE_VIEWER\x10\x042\xb2\x04\n" +
 	"\fTokenService\x12V\n" +
 	"\vCreateToken\x12\".beacon.ipam.v1.CreateTokenRequest\x1a#.beacon.ipam.v1.CreateTokenResponse\x12M\n" +
 	"\bGetToken\x12\x1f.beacon.ipam.v1.GetTokenRequest\x1a .beacon.ipam.v1.GetTokenResponse\x12S\n" +
 	"\n" +
 	"ListTokens\x12!.beacon.ipam.v1.ListTokensRequest\x1a\".beacon.ipam.v1.ListTokensResponse\x12V\n" +
 	"\vDeleteToken\x12\".beacon.ipam.v1.DeleteTokenRequest\x1a#.beacon.ipam.v1.DeleteTokenResponse\x12V\n" +
-	"\vVerifyToken\x12\".beacon.ipam.v1.VerifyTokenRequest\x1a#.beacon.ipam.v1.VerifyTokenResponseB8Z6github.com/beaconlb/beacon/proto/beacon/ipam/v1;ipamv1b\x06proto3"
+	"\vVerifyToken\x12\".beacon.ipam.v1.VerifyTokenRequest\x1a#.beacon.ipam.v1.VerifyTokenResponse\x12v\n" +
+	"\x15WatchTokenRevocations\x12,.beacon.ipam.v1.WatchTokenRevocationsRequest\x1a-.beacon.ipam.v1.WatchTokenRevocationsResponse0\x01B8Z6github.com/beaconlb/beacon/proto/beacon/ipam/v1;ipamv1b\x06proto3"
 
 var (
 	file_beacon_ipam_v1_token_proto_rawDescOnce sync.Once
@@ -749,26 +834,28 @@ func file_beacon_ipam_v1_token_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_ipam_v1_token_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_beacon_ipam_v1_token_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_beacon_ipam_v1_token_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_beacon_ipam_v1_token_proto_goTypes = []any{
-	(Role)(0),                     // 0: beacon.ipam.v1.Role
-	(*Token)(nil),                 // 1: beacon.ipam.v1.Token
-	(*CreateTokenRequest)(nil),    // 2: beacon.ipam.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),   // 3: beacon.ipam.v1.CreateTokenResponse
-	(*GetTokenRequest)(nil),       // 4: beacon.ipam.v1.GetTokenRequest
-	(*GetTokenResponse)(nil),      // 5: beacon.ipam.v1.GetTokenResponse
-	(*ListTokensRequest)(nil),     // 6: beacon.ipam.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),    // 7: beacon.ipam.v1.ListTokensResponse
-	(*DeleteTokenRequest)(nil),    // 8: beacon.ipam.v1.DeleteTokenRequest
-	(*DeleteTokenResponse)(nil),   // 9: beacon.ipam.v1.DeleteTokenResponse
-	(*VerifyTokenRequest)(nil),    // 10: beacon.ipam.v1.VerifyTokenRequest
-	(*VerifyTokenResponse)(nil),   // 11: beacon.ipam.v1.VerifyTokenResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(Role)(0),                             // 0: beacon.ipam.v1.Role
+	(*Token)(nil),                         // 1: beacon.ipam.v1.Token
+	(*CreateTokenRequest)(nil),            // 2: beacon.ipam.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),           // 3: beacon.ipam.v1.CreateTokenResponse
+	(*GetTokenRequest)(nil),               // 4: beacon.ipam.v1.GetTokenRequest
+	(*GetTokenResponse)(nil),              // 5: beacon.ipam.v1.GetTokenResponse
+	(*ListTokensRequest)(nil),             // 6: beacon.ipam.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),            // 7: beacon.ipam.v1.ListTokensResponse
+	(*DeleteTokenRequest)(nil),            // 8: beacon.ipam.v1.DeleteTokenRequest
+	(*DeleteTokenResponse)(nil),           // 9: beacon.ipam.v1.DeleteTokenResponse
+	(*VerifyTokenRequest)(nil),            // 10: beacon.ipam.v1.VerifyTokenRequest
+	(*VerifyTokenResponse)(nil),           // 11: beacon.ipam.v1.VerifyTokenResponse
+	(*WatchTokenRevocationsRequest)(nil),  // 12: beacon.ipam.v1.WatchTokenRevocationsRequest
+	(*WatchTokenRevocationsResponse)(nil), // 13: beacon.ipam.v1.WatchTokenRevocationsResponse
+	(*timestamppb.Timestamp)(nil),         // 14: google.protobuf.Timestamp
 }
 var file_beacon_ipam_v1_token_proto_depIdxs = []int32{
 	0,  // 0: beacon.ipam.v1.Token.role:type_name -> beacon.ipam.v1.Role
-	12, // 1: beacon.ipam.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
-	12, // 2: beacon.ipam.v1.Token.create_time:type_name -> google.protobuf.Timestamp
+	14, // 1: beacon.ipam.v1.Token.expire_time:type_name -> google.protobuf.Timestamp
+	14, // 2: beacon.ipam.v1.Token.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: beacon.ipam.v1.CreateTokenRequest.token:type_name -> beacon.ipam.v1.Token
 	1,  // 4: beacon.ipam.v1.CreateTokenResponse.token:type_name -> beacon.ipam.v1.Token
 	1,  // 5: beacon.ipam.v1.GetTokenResponse.token:type_name -> beacon.ipam.v1.Token
@@ -779,13 +866,15 @@ var file_beacon_ipam_v1_token_proto_depIdxs = []int32{
 	6,  // 10: beacon.ipam.v1.TokenService.ListTokens:input_type -> beacon.ipam.v1.ListTokensRequest
 	8,  // 11: beacon.ipam.v1.TokenService.DeleteToken:input_type -> beacon.ipam.v1.DeleteTokenRequest
 	10, // 12: beacon.ipam.v1.TokenService.VerifyToken:input_type -> beacon.ipam.v1.VerifyTokenRequest
-	3,  // 13: beacon.ipam.v1.TokenService.CreateToken:output_type -> beacon.ipam.v1.CreateTokenResponse
-	5,  // 14: beacon.ipam.v1.TokenService.GetToken:output_type -> beacon.ipam.v1.GetTokenResponse
-	7,  // 15: beacon.ipam.v1.TokenService.ListTokens:output_type -> beacon.ipam.v1.ListTokensResponse
-	9,  // 16: beacon.ipam.v1.TokenService.DeleteToken:output_type -> beacon.ipam.v1.DeleteTokenResponse
-	11, // 17: beacon.ipam.v1.TokenService.VerifyToken:output_type -> beacon.ipam.v1.VerifyTokenResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
+	12, // 13: beacon.ipam.v1.TokenService.WatchTokenRevocations:input_type -> beacon.ipam.v1.WatchTokenRevocationsRequest
+	3,  // 14: beacon.ipam.v1.TokenService.CreateToken:output_type -> beacon.ipam.v1.CreateTokenResponse
+	5,  // 15: beacon.ipam.v1.TokenService.GetToken:output_type -> beacon.ipam.v1.GetTokenResponse
+	7,  // 16: beacon.ipam.v1.TokenService.ListTokens:output_type -> beacon.ipam.v1.ListTokensResponse
+	9,  // 17: beacon.ipam.v1.TokenService.DeleteToken:output_type -> beacon.ipam.v1.DeleteTokenResponse
+	11, // 18: beacon.ipam.v1.TokenService.VerifyToken:output_type -> beacon.ipam.v1.VerifyTokenResponse
+	13, // 19: beacon.ipam.v1.TokenService.WatchTokenRevocations:output_type -> beacon.ipam.v1.WatchTokenRevocationsResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -802,7 +891,7 @@ func file_beacon_ipam_v1_token_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_token_proto_rawDesc), len(file_beacon_ipam_v1_token_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

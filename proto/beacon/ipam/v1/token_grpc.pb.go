@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TokenService_CreateToken_FullMethodName = "/beacon.ipam.v1.TokenService/CreateToken"
-	TokenService_GetToken_FullMethodName    = "/beacon.ipam.v1.TokenService/GetToken"
-	TokenService_ListTokens_FullMethodName  = "/beacon.ipam.v1.TokenService/ListTokens"
-	TokenService_DeleteToken_FullMethodName = "/beacon.ipam.v1.TokenService/DeleteToken"
-	TokenService_VerifyToken_FullMethodName = "/beacon.ipam.v1.TokenService/VerifyToken"
+	TokenService_CreateToken_FullMethodName           = "/beacon.ipam.v1.TokenService/CreateToken"
+	TokenService_GetToken_FullMethodName              = "/beacon.ipam.v1.TokenService/GetToken"
+	TokenService_ListTokens_FullMethodName            = "/beacon.ipam.v1.TokenService/ListTokens"
+	TokenService_DeleteToken_FullMethodName           = "/beacon.ipam.v1.TokenService/DeleteToken"
+	TokenService_VerifyToken_FullMethodName           = "/beacon.ipam.v1.TokenService/VerifyToken"
+	TokenService_WatchTokenRevocations_FullMethodName = "/beacon.ipam.v1.TokenService/WatchTokenRevocations"
 )
 
 // TokenServiceClient is the client API for TokenService service.
@@ -45,6 +46,10 @@ type TokenServiceClient interface {
 	// VerifyToken returns the token a secret belongs to, for the gateway;
 	// NOT_FOUND (or UNAUTHENTICATED) for an unknown, revoked or expired one.
 	VerifyToken(ctx context.Context, in *VerifyTokenRequest, opts ...grpc.CallOption) (*VerifyTokenResponse, error)
+	// WatchTokenRevocations streams the SHA-256 of the secrets of tokens as
+	// they are revoked, for the gateway to forget its cached answers at once.
+	// The first response carries none: the watch has started.
+	WatchTokenRevocations(ctx context.Context, in *WatchTokenRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTokenRevocationsResponse], error)
 }
 
 type tokenServiceClient struct {
@@ -105,6 +110,25 @@ func (c *tokenServiceClient) VerifyToken(ctx context.Context, in *VerifyTokenReq
 	return out, nil
 }
 
+func (c *tokenServiceClient) WatchTokenRevocations(ctx context.Context, in *WatchTokenRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTokenRevocationsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TokenService_ServiceDesc.Streams[0], TokenService_WatchTokenRevocations_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTokenRevocationsRequest, WatchTokenRevocationsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TokenService_WatchTokenRevocationsClient = grpc.ServerStreamingClient[WatchTokenRevocationsResponse]
+
 // TokenServiceServer is the server API for TokenService service.
 // All implementations must embed UnimplementedTokenServiceServer
 // for forward compatibility.
@@ -124,6 +148,10 @@ type TokenServiceServer interface {
 	// VerifyToken returns the token a secret belongs to, for the gateway;
 	// NOT_FOUND (or UNAUTHENTICATED) for an unknown, revoked or expired one.
 	VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error)
+	// WatchTokenRevocations streams the SHA-256 of the secrets of tokens as
+	// they are revoked, for the gateway to forget its cached answers at once.
+	// The first response carries none: the watch has started.
+	WatchTokenRevocations(*WatchTokenRevocationsRequest, grpc.ServerStreamingServer[WatchTokenRevocationsResponse]) error
 	mustEmbedUnimplementedTokenServiceServer()
 }
 
@@ -148,6 +176,9 @@ func (UnimplementedTokenServiceServer) DeleteToken(context.Context, *DeleteToken
 }
 func (UnimplementedTokenServiceServer) VerifyToken(context.Context, *VerifyTokenRequest) (*VerifyTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyToken not implemented")
+}
+func (UnimplementedTokenServiceServer) WatchTokenRevocations(*WatchTokenRevocationsRequest, grpc.ServerStreamingServer[WatchTokenRevocationsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchTokenRevocations not implemented")
 }
 func (UnimplementedTokenServiceServer) mustEmbedUnimplementedTokenServiceServer() {}
 func (UnimplementedTokenServiceServer) testEmbeddedByValue()                      {}
@@ -260,6 +291,17 @@ func _TokenService_VerifyToken_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokenService_WatchTokenRevocations_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTokenRevocationsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TokenServiceServer).WatchTokenRevocations(m, &grpc.GenericServerStream[WatchTokenRevocationsRequest, WatchTokenRevocationsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TokenService_WatchTokenRevocationsServer = grpc.ServerStreamingServer[WatchTokenRevocationsResponse]
+
 // TokenService_ServiceDesc is the grpc.ServiceDesc for TokenService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +330,12 @@ var TokenService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TokenService_VerifyToken_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchTokenRevocations",
+			Handler:       _TokenService_WatchTokenRevocations_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "beacon/ipam/v1/token.proto",
 }

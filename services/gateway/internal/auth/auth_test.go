@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -269,5 +271,36 @@ func TestAuthenticate(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Forget drops one secret's answer by the hash the IPAM announces on
+// revocation; ForgetAll drops them all; Cached tells whether Verify would
+// ask the IPAM.
+func TestTokenCacheForget(t *testing.T) {
+	ipam := &fakeIPAM{tokens: map[string]*ipamv1.Token{
+		"bct_one": {Name: "tokens/one", Role: ipamv1.Role_ROLE_VIEWER},
+		"bct_two": {Name: "tokens/two", Role: ipamv1.Role_ROLE_VIEWER},
+	}}
+	c := NewTokenCache(ipam.verify, TokenCacheConfig{TTL: time.Hour})
+	ctx := t.Context()
+	for _, s := range []string{"bct_one", "bct_two"} {
+		if _, err := c.Verify(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.Cached("bct_one") || !c.Cached("not-a-secret") || c.Cached("bct_three") {
+		t.Errorf("Cached: one %v, malformed %v, unknown %v; want true, true, false",
+			c.Cached("bct_one"), c.Cached("not-a-secret"), c.Cached("bct_three"))
+	}
+	sum := sha256.Sum256([]byte("bct_one"))
+	c.Forget(hex.EncodeToString(sum[:]))
+	c.Forget("not hex")
+	if c.Cached("bct_one") || !c.Cached("bct_two") {
+		t.Errorf("after Forget(one): one cached %v, two cached %v", c.Cached("bct_one"), c.Cached("bct_two"))
+	}
+	c.ForgetAll()
+	if c.Len() != 0 {
+		t.Errorf("after ForgetAll: %d entries", c.Len())
 	}
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,26 @@ func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error
 		return Identity{}, err
 	}
 	return v.(Identity), nil
+}
+
+// Forget drops the cached answer for the secret whose SHA-256 is hexHash
+// (a revoked token): the next call with it asks the IPAM.
+func (c *TokenCache) Forget(hexHash string) {
+	var key [sha256.Size]byte
+	if n, err := hex.Decode(key[:], []byte(hexHash)); err != nil || n != len(key) {
+		return
+	}
+	c.mu.Lock()
+	delete(c.entries, key)
+	c.mu.Unlock()
+}
+
+// ForgetAll drops every cached answer (after revocations may have been
+// missed).
+func (c *TokenCache) ForgetAll() {
+	c.mu.Lock()
+	clear(c.entries)
+	c.mu.Unlock()
 }
 
 // Cached reports whether Verify would answer secret from the cache (or

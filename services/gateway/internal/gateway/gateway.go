@@ -279,6 +279,10 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 		// TLS handshake failures of scanners and wrong clients are routine.
 		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); g.watchRevocations(wctx) }()
+	defer func() { stopWatch(); <-watched }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(lis, g.tlsConfig)) }()
 	g.health.Resume()
@@ -300,6 +304,55 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+// watchRevocations makes the token cache forget each token the IPAM
+// revokes, as it is revoked, until ctx is done. When the watch (re)starts,
+// revocations may have been missed meanwhile: the cache is emptied then.
+// Without the watch (IPAM down), cached answers last their TTL.
+func (g *Gateway) watchRevocations(ctx context.Context) {
+	client := ipamv1.NewTokenServiceClient(g.cfg.Backend)
+	backoff := 100 * time.Millisecond
+	for {
+		err := g.followRevocations(ctx, client, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return
+		}
+		g.logger.DebugContext(ctx, "token revocation watch ended; watching again", "error", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// followRevocations follows one revocation watch until it ends; started is
+// called once it is established.
+func (g *Gateway) followRevocations(ctx context.Context, client ipamv1.TokenServiceClient, started func()) error {
+	ctx = metadata.AppendToOutgoingContext(ctx, proxy.ActorKey, "gateway")
+	stream, err := client.WatchTokenRevocations(ctx, &ipamv1.WatchTokenRevocationsRequest{})
+	if err != nil {
+		return err
+	}
+	first := true
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if first {
+			first = false
+			g.tokens.ForgetAll()
+			started()
+		}
+		for _, h := range msg.GetSecretSha256() {
+			g.tokens.Forget(h)
+		}
+	}
 }
 
 // Close stops the in-process gRPC server and its connection.

@@ -16,7 +16,7 @@ var Roles = []ipamv1.Role{ipamv1.Role_ROLE_ADMIN, ipamv1.Role_ROLE_VIEWER, ipamv
 // against the spec and not against itself.
 func want(method string, role ipamv1.Role) policy.Access {
 	svc, m, _ := strings.Cut(strings.TrimPrefix(method, "/beacon.ipam.v1."), "/")
-	if m == "VerifyToken" {
+	if m == "VerifyToken" || m == "WatchTokenRevocations" {
 		return policy.Deny // never through the gateway
 	}
 	read := strings.HasPrefix(m, "Get") || strings.HasPrefix(m, "List") || strings.HasPrefix(m, "Watch")
@@ -98,7 +98,8 @@ func TestStreamingMethodsAreKnown(t *testing.T) {
 			streams = append(streams, policy.FullMethod(md))
 		}
 	}
-	want := "/beacon.ipam.v1.AllocationService/WatchAllocations /beacon.ipam.v1.AnnouncerService/Subscribe"
+	// WatchTokenRevocations is the gateway's own, denied to every caller.
+	want := "/beacon.ipam.v1.AllocationService/WatchAllocations /beacon.ipam.v1.AnnouncerService/Subscribe /beacon.ipam.v1.TokenService/WatchTokenRevocations"
 	if got := strings.Join(streams, " "); got != want {
 		t.Errorf("streaming methods = %s, want %s (a new stream needs its scoping thought through)", got, want)
 	}

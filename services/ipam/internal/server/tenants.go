@@ -297,3 +297,56 @@ func (k *tokenService) VerifyToken(ctx context.Context, req *ipamv1.VerifyTokenR
 	}
 	return &ipamv1.VerifyTokenResponse{Token: tokenToProto(tk)}, nil
 }
+
+// WatchTokenRevocations streams the secret hashes of the tokens deleted
+// from now on (an expired token needs no message: the gateway caches no
+// answer past a token's expiry).
+func (k *tokenService) WatchTokenRevocations(_ *ipamv1.WatchTokenRevocationsRequest, stream ipamv1.TokenService_WatchTokenRevocationsServer) error {
+	const method = "WatchTokenRevocations"
+	ctx := stream.Context()
+	// A one-key read, for the current revision to watch from.
+	page, err := k.s.r.List(ctx, ipam.KindTokenHash, "", "", 1, 0)
+	if err != nil {
+		return toStatus(ctx, k.s.logger, method, err)
+	}
+	if err := stream.Send(&ipamv1.WatchTokenRevocationsResponse{}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // StopStreams ends the watch
+		select {
+		case <-k.s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var sendErr error
+	err = k.s.r.WatchKind(ctx, ipam.KindTokenHash, "", page.Revision, func(events []ipam.Event, _ int64) {
+		msg := &ipamv1.WatchTokenRevocationsResponse{}
+		for _, ev := range events {
+			if ev.Deleted {
+				msg.SecretSha256 = append(msg.SecretSha256, ev.Ref.ID)
+			}
+		}
+		if len(msg.SecretSha256) == 0 {
+			return
+		}
+		if err := stream.Send(msg); err != nil {
+			sendErr = err
+			cancel()
+		}
+	})
+	if sendErr != nil {
+		return sendErr
+	}
+	if errors.Is(err, context.Canceled) && stream.Context().Err() != nil {
+		return nil
+	}
+	select {
+	case <-k.s.stopping:
+		return errStopping
+	default:
+	}
+	return toStatus(ctx, k.s.logger, method, err)
+}
