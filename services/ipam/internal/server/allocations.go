@@ -258,17 +258,7 @@ func (a *allocationService) WatchAllocations(req *ipamv1.WatchAllocationsRequest
 			return a.fail(ctx, method, err)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // StopStreams ends the watch
-		select {
-		case <-a.s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var sendErr error
-	err := a.s.r.WatchKind(ctx, ipam.KindAllocation, prefix, rev, func(events []ipam.Event, at int64) {
+	return a.s.streamWatch(ctx, method, ipam.KindAllocation, prefix, rev, func(events []ipam.Event, at int64) error {
 		msg := &ipamv1.WatchAllocationsResponse{ResumeToken: resumeToken(at)}
 		for _, ev := range events {
 			al, ok := ev.Value.(*ipam.Allocation)
@@ -281,7 +271,27 @@ func (a *allocationService) WatchAllocations(req *ipamv1.WatchAllocationsRequest
 			}
 			msg.Events = append(msg.Events, &ipamv1.AllocationEvent{Type: t, Allocation: allocationToProto(al, ev.Rev)})
 		}
-		if err := stream.Send(msg); err != nil {
+		return stream.Send(msg)
+	})
+}
+
+// streamWatch follows the objects of kind under idPrefix after revision
+// after, handing each batch to send, until the caller leaves (nil), send
+// fails (its error), StopStreams is called (errStopping) or the watch
+// fails (its status).
+func (s *Server) streamWatch(ctx context.Context, method string, kind ipam.Kind, idPrefix string, after int64, send func(events []ipam.Event, rev int64) error) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // StopStreams ends the watch
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	var sendErr error
+	err := s.r.WatchKind(wctx, kind, idPrefix, after, func(events []ipam.Event, rev int64) {
+		if err := send(events, rev); err != nil {
 			sendErr = err
 			cancel()
 		}
@@ -289,15 +299,15 @@ func (a *allocationService) WatchAllocations(req *ipamv1.WatchAllocationsRequest
 	if sendErr != nil {
 		return sendErr
 	}
-	if errors.Is(err, context.Canceled) && stream.Context().Err() != nil {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
 	select {
-	case <-a.s.stopping:
+	case <-s.stopping:
 		return errStopping
 	default:
 	}
-	return a.fail(ctx, method, fmt.Errorf("watch: %w", err))
+	return toStatus(ctx, s.logger, method, fmt.Errorf("watch: %w", err))
 }
 
 // snapshot sends every allocation under prefix at one revision and returns

@@ -312,17 +312,7 @@ func (k *tokenService) WatchTokenRevocations(_ *ipamv1.WatchTokenRevocationsRequ
 	if err := stream.Send(&ipamv1.WatchTokenRevocationsResponse{}); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // StopStreams ends the watch
-		select {
-		case <-k.s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	var sendErr error
-	err = k.s.r.WatchKind(ctx, ipam.KindTokenHash, "", page.Revision, func(events []ipam.Event, _ int64) {
+	return k.s.streamWatch(ctx, method, ipam.KindTokenHash, "", page.Revision, func(events []ipam.Event, _ int64) error {
 		msg := &ipamv1.WatchTokenRevocationsResponse{}
 		for _, ev := range events {
 			if ev.Deleted {
@@ -330,23 +320,8 @@ func (k *tokenService) WatchTokenRevocations(_ *ipamv1.WatchTokenRevocationsRequ
 			}
 		}
 		if len(msg.SecretSha256) == 0 {
-			return
+			return nil
 		}
-		if err := stream.Send(msg); err != nil {
-			sendErr = err
-			cancel()
-		}
+		return stream.Send(msg)
 	})
-	if sendErr != nil {
-		return sendErr
-	}
-	if errors.Is(err, context.Canceled) && stream.Context().Err() != nil {
-		return nil
-	}
-	select {
-	case <-k.s.stopping:
-		return errStopping
-	default:
-	}
-	return toStatus(ctx, k.s.logger, method, err)
 }
