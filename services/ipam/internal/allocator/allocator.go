@@ -116,10 +116,22 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		return a.current(ctx, req.Tenant, r)
 	}
 	caughtUp := false
-	for range a.opts.MaxAttempts {
+	for attempt := 0; attempt < a.opts.MaxAttempts; attempt++ {
 		now := a.opts.Now()
 		spec := *req
 		plan, err := a.idx.PlanAllocate(&spec, now)
+		if pending := (*index.SharePending)(nil); errors.As(err, &pending) {
+			// Another allocation under this sharing key is committing:
+			// wait for it, so as to share its address. Waiting is not a
+			// conflict; it does not use up an attempt.
+			select {
+			case <-pending.Done:
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			}
+			attempt--
+			continue
+		}
 		if err != nil && !caughtUp && refusedOnState(err) {
 			// The refusal may come from this replica's view lagging a
 			// change the caller made through another replica (a new pool, a

@@ -36,6 +36,10 @@ type Index struct {
 	poolClaims map[string]map[netip.Addr]struct{}
 	sharing    map[shareKey]map[netip.Addr]struct{}
 	reserved   map[netip.Addr]struct{}
+	// inFlight holds, per sharing key, the plan being committed that
+	// allocates under it; another plan under the key waits for it (see
+	// SharePending).
+	inFlight   map[shareKey]*Plan
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
 	quotas     map[string]uint64 // tenant -> max addresses (0: none)
@@ -71,6 +75,7 @@ func New() *Index {
 		poolClaims: make(map[string]map[netip.Addr]struct{}),
 		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
 		reserved:   make(map[netip.Addr]struct{}),
+		inFlight:   make(map[shareKey]*Plan),
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
 		used:       make(map[string]uint64),
@@ -299,7 +304,7 @@ func (x *Index) reserve(p *poolEntry, addr netip.Addr) {
 // (the claims now hold the addresses) or after it failed (they are free again
 // unless someone else claimed them).
 func (x *Index) Unreserve(p *Plan) {
-	if p == nil || len(p.reserved) == 0 {
+	if p == nil || (len(p.reserved) == 0 && p.done == nil) {
 		return
 	}
 	x.mu.Lock()

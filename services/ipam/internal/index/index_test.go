@@ -285,3 +285,37 @@ func TestUsageCounts(t *testing.T) {
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/28", "2001:db8::/64"), rev)}, rev)
 	check("pool rebuilt", map[ipam.Family]uint64{ipam.IPv4: 2, ipam.IPv6: 2})
 }
+
+// A plan under a sharing key makes the next plan under the key wait until
+// it is committed (then they share) or given up (then the next one
+// allocates on its own).
+func TestSharePending(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/29"), 1)}, 1)
+	keyed := func(port uint16) func(*ipam.Allocation) {
+		return func(a *ipam.Allocation) {
+			a.SharingKey, a.Ports = "k", []ipam.Port{{Number: port, Protocol: ipam.TCP}}
+		}
+	}
+	first := plan(t, x, "a", keyed(80))
+	_, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "b", SharingKey: "k", Ports: []ipam.Port{{Number: 443, Protocol: ipam.TCP}}}, t0)
+	var pending *SharePending
+	if !errors.As(err, &pending) {
+		t.Fatalf("second plan under the key: %v, want SharePending", err)
+	}
+	other := plan(t, x, "c") // no key: not held up
+	x.Unreserve(other)
+
+	x.Unreserve(first) // given up
+	select {
+	case <-pending.Done:
+	default:
+		t.Fatal("Done not closed when the first plan was given up")
+	}
+	second := plan(t, x, "b", keyed(443))
+	commit(t, x, second, 2)
+	third := plan(t, x, "d", keyed(8080))
+	if diff := cmp.Diff(second.Alloc.Addrs, third.Alloc.Addrs, addrCmp); diff != "" {
+		t.Errorf("after the first under the key committed, the next shares its address (-want +got):\n%s", diff)
+	}
+}

@@ -21,6 +21,22 @@ type Plan struct {
 	// Change is what to commit.
 	Change   ipam.Change
 	reserved []reservation
+	// share and done are set on a plan that allocates under a sharing key:
+	// done is closed when the plan is committed or given up.
+	share *shareKey
+	done  chan struct{}
+}
+
+// SharePending is returned by PlanAllocate when another allocation under
+// the same sharing key is being committed by this replica: the caller
+// waits for Done and plans again, so that the two share one address (when
+// their ports allow) instead of taking two.
+type SharePending struct {
+	Done <-chan struct{}
+}
+
+func (e *SharePending) Error() string {
+	return "an allocation under the same sharing key is being committed"
 }
 
 type reservation struct {
@@ -93,6 +109,13 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		}
 		return nil, ipam.Refuse(ipam.ErrOwnerConflict, "owner %q already holds %v from pool %q; release it first", req.Owner, e.a.Addrs, e.a.Pool)
 	}
+	var share *shareKey
+	if req.SharingKey != "" {
+		share = &shareKey{req.Tenant, req.SharingKey}
+		if p := x.inFlight[*share]; p != nil {
+			return nil, &SharePending{Done: p.done}
+		}
+	}
 	b := &builder{x: x, plan: &Plan{}, claims: make(map[netip.Addr]*ipam.Claim)}
 	a := *req
 	a.Addrs, a.Pool = nil, ""
@@ -130,6 +153,10 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	b.put(allocRef, &a)
 	for addr, c := range b.claims {
 		b.put(ClaimRef(addr), c)
+	}
+	if share != nil {
+		b.plan.share, b.plan.done = share, make(chan struct{})
+		x.inFlight[*share] = b.plan
 	}
 	return b.plan, nil
 }
@@ -423,4 +450,11 @@ func (x *Index) unreserveLocked(p *Plan) {
 		}
 	}
 	p.reserved = nil
+	if p.done != nil {
+		if x.inFlight[*p.share] == p {
+			delete(x.inFlight, *p.share)
+		}
+		close(p.done)
+		p.done = nil
+	}
 }

@@ -613,6 +613,34 @@ func TestAuditRecords(t *testing.T) {
 	}
 }
 
+// Owners with one sharing key that ask at the same instant, on one
+// replica, share one address: the second waits for the first's commit
+// instead of taking an address of its own.
+func TestSharingConcurrent(t *testing.T) {
+	n := allocsNode(t, replica.Options{})
+	const tenant, owners = "sharec", 16
+	mustPool(t, n, "sharec", &ipamv1.Pool{Ranges: []string{"2001:db8:5c::/120"}, Tenants: []string{tenant}})
+	var wg sync.WaitGroup
+	got := make([][]string, owners)
+	errs := make([]error, owners)
+	for i := range owners {
+		wg.Go(func() {
+			resp, err := allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
+				Owner: fmt.Sprintf("ns/svc-%02d", i), SharingKey: "shared",
+				Ports: []*ipamv1.Port{{Port: int32(8000 + i), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
+			})
+			got[i], errs[i] = resp.GetAddresses(), err
+		})
+	}
+	wg.Wait()
+	for i := range owners {
+		if errs[i] != nil {
+			t.Fatalf("owner %d: %v", i, errs[i])
+		}
+		diff(t, fmt.Sprintf("owner %d's address", i), []string{"2001:db8:5c::"}, got[i])
+	}
+}
+
 // Concurrent allocations are committed together and their audit records
 // packed one key per transaction: the log still has every record exactly
 // once, page after page, whatever the page size.
