@@ -76,7 +76,7 @@ metadata: {name: rbac-peer, namespace: metallb-system}
 spec:
   myASN: 64500
   peerASN: 64501
-  peerAddress: 10.0.0.9
+  peerAddress: 203.0.113.209
   passwordSecret: {name: peer-password}
 `, e.v4(0)), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)

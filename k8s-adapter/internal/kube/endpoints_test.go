@@ -30,7 +30,7 @@ func slice(ns, svc, name string, eps ...endpoint) *discoveryv1.EndpointSlice {
 	}
 	for i, ep := range eps {
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.0.0.%d", i+1)},
+			Addresses:  []string{fmt.Sprintf("192.0.2.%d", i+1)},
 			NodeName:   &ep.node,
 			Conditions: discoveryv1.EndpointConditions{Ready: ep.ready},
 		})

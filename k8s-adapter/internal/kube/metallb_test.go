@@ -62,9 +62,9 @@ metadata:
   namespace: NS
 spec:
   addresses:
-  - 192.168.9.1-192.168.9.5
-  - 192.168.10.0/24
-  - fc00:f853:0ccd:e799::/124
+  - 192.0.2.1-192.0.2.5
+  - 198.51.100.0/24
+  - 2001:db8:e799::/124
 ---
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -75,7 +75,7 @@ metadata:
     zone: east
 spec:
   addresses:
-  - 192.168.144.0/28
+  - 203.0.113.0/28
   autoAssign: false
 ---
 apiVersion: metallb.io/v1beta1
@@ -139,7 +139,7 @@ metadata:
 spec:
   myASN: 64500
   peerASN: 64501
-  peerAddress: 10.0.0.1
+  peerAddress: 203.0.113.201
   bfdProfile: full
   holdTime: 90s
   passwordSecret:
@@ -154,7 +154,7 @@ metadata:
 spec:
   myASN: 64500
   peerASN: 64502
-  peerAddress: 10.0.0.2
+  peerAddress: 203.0.113.202
   nodeSelectors:
   - matchLabels:
       rack: r1
@@ -248,10 +248,10 @@ func TestMetalLBManifests(t *testing.T) {
 		s.Annotations = map[string]string{"metallb.io/address-pool": "production"}
 	}))
 	e.create(e.svc("fixed", func(s *corev1.Service) {
-		s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "192.168.10.100"}
+		s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "198.51.100.100"}
 	}))
-	e.create(e.svc("dns-tcp", shared("192.168.10.50", 53, corev1.ProtocolTCP)))
-	e.create(e.svc("dns-udp", shared("192.168.10.50", 53, corev1.ProtocolUDP)))
+	e.create(e.svc("dns-tcp", shared("198.51.100.50", 53, corev1.ProtocolTCP)))
+	e.create(e.svc("dns-udp", shared("198.51.100.50", 53, corev1.ProtocolUDP)))
 	e.create(e.svc("auto"))
 	dual := corev1.IPFamilyPolicyPreferDualStack
 	e.create(e.svc("dual", func(s *corev1.Service) {
@@ -259,10 +259,10 @@ func TestMetalLBManifests(t *testing.T) {
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	}))
 	want := map[string][]string{
-		"nginx":   {"192.168.144.0"},
-		"fixed":   {"192.168.10.100"},
-		"dns-tcp": {"192.168.10.50"},
-		"dns-udp": {"192.168.10.50"},
+		"nginx":   {"203.0.113.0"},
+		"fixed":   {"198.51.100.100"},
+		"dns-tcp": {"198.51.100.50"},
+		"dns-udp": {"198.51.100.50"},
 	}
 	for name, ips := range want {
 		if diff := cmp.Diff(ips, e.waitIPs(name, len(ips))); diff != "" {
@@ -273,11 +273,11 @@ func TestMetalLBManifests(t *testing.T) {
 	dualIPs := e.waitIPs("dual", 2)
 	// auto and dual take the two lowest free IPv4 addresses of first-pool
 	// (production is not auto-assigned), dual the pool's first IPv6.
-	if got := []string{autoIP, dualIPs[0]}; !equalSet(got, []string{"192.168.9.1", "192.168.9.2"}) {
-		t.Errorf("auto and dual IPv4 = %v, want 192.168.9.1 and 192.168.9.2", got)
+	if got := []string{autoIP, dualIPs[0]}; !equalSet(got, []string{"192.0.2.1", "192.0.2.2"}) {
+		t.Errorf("auto and dual IPv4 = %v, want 192.0.2.1 and 192.0.2.2", got)
 	}
-	if dualIPs[1] != "fc00:f853:ccd:e799::" {
-		t.Errorf("dual IPv6 = %s, want fc00:f853:ccd:e799::", dualIPs[1])
+	if dualIPs[1] != "2001:db8:e799::" {
+		t.Errorf("dual IPv6 = %s, want 2001:db8:e799::", dualIPs[1])
 	}
 
 	// Status written back: pool usage and Synced.
@@ -300,7 +300,7 @@ apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: overlap, namespace: NS}
 spec:
-  addresses: [192.168.144.8/29]
+  addresses: [203.0.113.8/29]
 `, "NS", mns), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ spec:
 	})
 
 	// Growing a pool reaches the IPAM; deleting an advertisement removes it.
-	if _, err := cluster.Kubectl(ctx, "", "-n", mns, "patch", "ipaddresspool", "production", "--type=merge", "-p", `{"spec":{"addresses":["192.168.144.0/28","192.168.145.0/28"]}}`); err != nil {
+	if _, err := cluster.Kubectl(ctx, "", "-n", mns, "patch", "ipaddresspool", "production", "--type=merge", "-p", `{"spec":{"addresses":["203.0.113.0/28","203.0.113.16/28"]}}`); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "production to grow", func() (bool, string) {

@@ -48,11 +48,11 @@ func TestPool(t *testing.T) {
 		{
 			name: "MetalLB docs: first-pool",
 			o: Object{Namespace: "metallb-system", Name: "first-pool", Spec: map[string]any{
-				"addresses": []any{"192.168.10.0/24", "192.168.9.1-192.168.9.5", "fc00:f853:0ccd:e799::/124"},
+				"addresses": []any{"198.51.100.0/24", "192.0.2.1-192.0.2.5", "2001:db8:e799::/124"},
 			}},
 			want: &ipamv1.Pool{
 				Description: "MetalLB IPAddressPool metallb-system/first-pool of cluster c1",
-				Ranges:      []string{"192.168.10.0/24", "192.168.9.1-192.168.9.5", "fc00:f853:0ccd:e799::/124"},
+				Ranges:      []string{"198.51.100.0/24", "192.0.2.1-192.0.2.5", "2001:db8:e799::/124"},
 				Tenants:     []string{"c1"},
 				Labels:      map[string]string{LabelTenant: "c1", LabelSource: SourceValue},
 			},
@@ -60,7 +60,7 @@ func TestPool(t *testing.T) {
 		{
 			name: "every field",
 			o: Object{Namespace: "metallb-system", Name: "prio", Labels: map[string]string{"zone": "a"}, Spec: map[string]any{
-				"addresses":     []any{"192.168.20.0 - 192.168.20.9"},
+				"addresses":     []any{"198.51.100.200 - 198.51.100.209"},
 				"autoAssign":    false,
 				"avoidBuggyIPs": true,
 				"serviceAllocation": map[string]any{
@@ -74,7 +74,7 @@ func TestPool(t *testing.T) {
 			}},
 			want: &ipamv1.Pool{
 				Description:   "MetalLB IPAddressPool metallb-system/prio of cluster c1",
-				Ranges:        []string{"192.168.20.0-192.168.20.9"},
+				Ranges:        []string{"198.51.100.200-198.51.100.209"},
 				AutoAssign:    new(false),
 				AvoidBuggyIps: true,
 				Tenants:       []string{"c1"},
@@ -90,8 +90,8 @@ func TestPool(t *testing.T) {
 			},
 		},
 		{name: "no addresses", o: Object{Spec: map[string]any{}}, err: "spec.addresses"},
-		{name: "wrong types", o: Object{Spec: map[string]any{"addresses": "10.0.0.0/24", "autoAssign": "yes"}}, err: "spec.autoAssign: must be a boolean"},
-		{name: "bad operator", o: Object{Spec: map[string]any{"addresses": []any{"10.0.0.0/24"}, "serviceAllocation": map[string]any{
+		{name: "wrong types", o: Object{Spec: map[string]any{"addresses": "192.0.2.0/24", "autoAssign": "yes"}}, err: "spec.autoAssign: must be a boolean"},
+		{name: "bad operator", o: Object{Spec: map[string]any{"addresses": []any{"192.0.2.0/24"}, "serviceAllocation": map[string]any{
 			"serviceSelectors": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "a", "operator": "Near"}}}},
 		}}}, err: "operator"},
 	}
@@ -153,7 +153,7 @@ func TestAnnouncementResources(t *testing.T) {
 	}
 
 	peer, unsupported, err := BGPPeer(Object{Namespace: ns, Name: "router", Spec: map[string]any{
-		"myASN": int64(64500), "peerASN": int64(64501), "peerAddress": "10.0.0.1", "peerPort": int64(1179),
+		"myASN": int64(64500), "peerASN": int64(64501), "peerAddress": "203.0.113.201", "peerPort": int64(1179),
 		"holdTime": "90s", "keepaliveTime": "30s", "bfdProfile": "full", "ebgpMultiHop": true,
 		"passwordSecret": map[string]any{"name": "bgp-secret"}, "vrf": "red",
 	}}, func(namespace, name string) (string, error) {
@@ -166,7 +166,7 @@ func TestAnnouncementResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(&ipamv1.BGPPeer{
-		MyAsn: 64500, PeerAsn: 64501, PeerAddress: "10.0.0.1", PeerPort: 1179,
+		MyAsn: 64500, PeerAsn: 64501, PeerAddress: "203.0.113.201", PeerPort: 1179,
 		HoldTime: durationpb.New(90 * time.Second), KeepaliveTime: durationpb.New(30 * time.Second),
 		BfdProfile: "mlb-full", EbgpMultihop: true, Password: "s3cret",
 	}, peer, protocmp.Transform()); diff != "" {

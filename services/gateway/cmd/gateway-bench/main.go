@@ -175,7 +175,7 @@ func bench(ctx context.Context, o options, progress io.Writer) ([]string, error)
 	}
 	defer func() { _ = admin.Close() }()
 	if _, err := ipamv1.NewPoolServiceClient(admin).CreatePool(ctx, &ipamv1.CreatePoolRequest{
-		PoolId: "bench", Pool: &ipamv1.Pool{Ranges: []string{"10.80.0.0/16"}},
+		PoolId: "bench", Pool: &ipamv1.Pool{Ranges: []string{"2001:db8:80::/112"}},
 	}); err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
 	}

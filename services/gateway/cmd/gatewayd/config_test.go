@@ -26,7 +26,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("defaults (-want +got):\n%s", diff)
 	}
 
-	env["BEACON_GATEWAY_IPAM"] = "10.0.0.1:7400, 10.0.0.2:7400"
+	env["BEACON_GATEWAY_IPAM"] = "192.0.2.1:7400, 192.0.2.2:7400"
 	env["BEACON_GATEWAY_TLS_CERT"] = "c.pem"
 	env["BEACON_GATEWAY_TLS_KEY"] = "k.pem"
 	env["BEACON_GATEWAY_RATE_LIMIT"] = "0"
@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"10.0.0.1:7400", "10.0.0.2:7400"}, c.IPAM); diff != "" {
+	if diff := cmp.Diff([]string{"192.0.2.1:7400", "192.0.2.2:7400"}, c.IPAM); diff != "" {
 		t.Errorf("IPAM from env: %s", diff)
 	}
 	if c.Listen != ":9443" || c.TLSCert != "c.pem" || c.RateLimit != 0 {

@@ -50,7 +50,7 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 	env.WaitReady(t)
 	const tenant = "failover"
 	admin := env.Conn(t, env.Admin())
-	createPool(t, env, "failover-pool", "10.205.0.0/22", tenant)
+	createPool(t, env, "failover-pool", "2001:db8:a205::/118", tenant)
 	tenantConn := env.Conn(t, testenv.Cert("beacon://tenant/"+tenant))
 	for i := range 3 {
 		allocate(t, tenantConn, tenant, fmt.Sprintf("ns/before-%d", i), "failover-pool")

@@ -26,8 +26,8 @@ func TestTenantIsolation(t *testing.T) {
 	ipam := testenv.SharedIPAM(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const ta, tb = "iso-a", "iso-b"
-	createPool(t, env, "iso-shared", "10.201.0.0/24", ta, tb)
-	createPool(t, env, "iso-b-only", "10.201.1.0/24", tb)
+	createPool(t, env, "iso-shared", "2001:db8:a201::/120", ta, tb)
+	createPool(t, env, "iso-b-only", "2001:db8:a201:1::/120", tb)
 
 	a := env.Conn(t, testenv.Cert("beacon://tenant/"+ta))
 	b := env.Conn(t, testenv.Token(env.IssueToken(t, "iso-b-adapter", ipamv1.Role_ROLE_TENANT, tb)))
@@ -197,7 +197,7 @@ func TestSubscribeScope(t *testing.T) {
 	ipam := testenv.SharedIPAM(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const ta, tb = "sub-a", "sub-b"
-	createPool(t, env, "sub-pool", "10.202.0.0/24", ta, tb)
+	createPool(t, env, "sub-pool", "2001:db8:a202::/120", ta, tb)
 	admin := env.Conn(t, env.Admin())
 	for _, tn := range []string{ta, tb} {
 		_, err := ipamv1.NewAnnouncementServiceClient(admin).CreateL2Advertisement(t.Context(), &ipamv1.CreateL2AdvertisementRequest{
@@ -213,7 +213,7 @@ func TestSubscribeScope(t *testing.T) {
 	ann := ipamv1.NewAnnouncerServiceClient(env.Conn(t, testenv.Cert("beacon://announcer/"+ta)))
 	hello := func(parent string) *ipamv1.SubscribeRequest {
 		return &ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
-			Parent: parent, Node: "node-1", Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"10.202.0.250/24"}}},
+			Parent: parent, Node: "node-1", Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"2001:db8:a202::fa/120"}}},
 		}}}
 	}
 

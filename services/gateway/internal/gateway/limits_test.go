@@ -169,7 +169,7 @@ func TestStreamsAndDeadlines(t *testing.T) {
 func TestQuotaPassesThrough(t *testing.T) {
 	ipam := testenv.SharedIPAM(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
-	createPool(t, env, "quota-pool", "10.204.0.0/24", "quota")
+	createPool(t, env, "quota-pool", "2001:db8:a204::/120", "quota")
 	if _, err := ipamv1.NewTenantServiceClient(env.Conn(t, env.Admin())).CreateTenant(t.Context(), &ipamv1.CreateTenantRequest{
 		TenantId: "quota", Tenant: &ipamv1.Tenant{MaxAddresses: 1},
 	}); err != nil {

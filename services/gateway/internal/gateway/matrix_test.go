@@ -140,7 +140,7 @@ func TestMethodRoleMatrix(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const tenant, pool = "matrix", "matrix-pool"
 	admin := ipamv1.NewPoolServiceClient(env.Conn(t, env.Admin()))
-	if _, err := admin.CreatePool(t.Context(), &ipamv1.CreatePoolRequest{PoolId: pool, Pool: &ipamv1.Pool{Ranges: []string{"10.200.0.0/24"}}}); err != nil {
+	if _, err := admin.CreatePool(t.Context(), &ipamv1.CreatePoolRequest{PoolId: pool, Pool: &ipamv1.Pool{Ranges: []string{"2001:db8:a200::/120"}}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -41,7 +41,7 @@ func TestRESTProvisioning(t *testing.T) {
 		return out
 	}
 
-	call(admin, "POST", "/v1/pools?poolId=prov-pool", `{"ranges":["10.206.0.0/24"],"tenants":["prov"]}`, http.StatusOK)
+	call(admin, "POST", "/v1/pools?poolId=prov-pool", `{"ranges":["2001:db8:a206::/120"],"tenants":["prov"]}`, http.StatusOK)
 	call(admin, "PATCH", "/v1/pools/prov-pool", `{"description":"provisioning"}`, http.StatusOK)
 	call(admin, "POST", "/v1/tenants?tenantId=prov", `{"displayName":"Provisioning","maxAddresses":10}`, http.StatusOK)
 	tok := call(admin, "POST", "/v1/tokens?tokenId=prov-system", `{"role":"ROLE_TENANT","tenant":"tenants/prov"}`, http.StatusOK)
@@ -109,7 +109,7 @@ func TestRESTProvisioning(t *testing.T) {
 func TestActor(t *testing.T) {
 	ipam := testenv.SharedIPAM(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
-	createPool(t, env, "actor-pool", "10.207.0.0/24", "actor")
+	createPool(t, env, "actor-pool", "2001:db8:a207::/120", "actor")
 	secret := env.IssueToken(t, "actor-adapter", ipamv1.Role_ROLE_TENANT, "actor")
 
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "beacon-actor", "admin-impersonated", "beacon-gateway-client-cert", "beacon://admin")
