@@ -104,15 +104,15 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 			if !prev {
 				mine = s.recall(string(kv.Key), kv.ModRevision)
 			}
-			if known != nil && !deleted {
-				if ref, ok := parseKey(string(kv.Key)); ok && known(ref, kv.ModRevision) {
-					continue
-				}
-			}
-			if mine != nil && !deleted {
+			if !deleted && (known != nil || mine != nil) {
 				if ref, ok := parseKey(string(kv.Key)); ok {
-					events = append(events, ipam.Event{Ref: ref, Value: mine, Rev: kv.ModRevision})
-					continue
+					if known != nil && known(ref, kv.ModRevision) {
+						continue
+					}
+					if mine != nil {
+						events = append(events, ipam.Event{Ref: ref, Value: mine, Rev: kv.ModRevision})
+						continue
+					}
 				}
 			}
 			if deleted && prev && e.PrevKv != nil {
