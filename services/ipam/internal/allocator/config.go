@@ -47,6 +47,7 @@ func (a *Allocator) CreateConfig(ctx context.Context, ref ipam.Ref, value any, s
 	if err != nil {
 		return ConfigResult{}, err
 	}
+	a.idx.Apply([]ipam.Event{{Ref: ref, Value: value, Rev: rev}}, 0)
 	return ConfigResult{Value: value, Rev: rev}, nil
 }
 
@@ -97,6 +98,7 @@ func (a *Allocator) UpdateConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 		if err != nil {
 			return ConfigResult{}, err
 		}
+		a.idx.Apply([]ipam.Event{{Ref: ref, Value: v, Rev: rev}}, 0)
 		return ConfigResult{Value: v, Rev: rev}, nil
 	}
 	return ConfigResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ref.ID)
@@ -132,9 +134,12 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 			ch.Unchanged = []ipam.RangeCond{{From: ipam.Ref{Kind: users}, To: ipam.Ref{Kind: users}, Since: page.Revision}}
 		}
 		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
-		_, _, err = a.store.Commit(ctx, ch)
+		rev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
 			continue
+		}
+		if err == nil {
+			a.idx.Apply([]ipam.Event{{Ref: ref, Rev: rev, Deleted: true}}, 0)
 		}
 		return err
 	}
@@ -152,6 +157,13 @@ func (a *Allocator) CreateObjects(ctx context.Context, puts []ipam.Put) (int64, 
 	if errors.Is(err, ipam.ErrConflict) {
 		return 0, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", puts[0].Ref.ID)
 	}
+	if err == nil {
+		events := make([]ipam.Event, len(puts))
+		for i, p := range puts {
+			events[i] = ipam.Event{Ref: p.Ref, Value: p.Value, Rev: rev}
+		}
+		a.idx.Apply(events, 0)
+	}
 	return rev, err
 }
 
@@ -162,9 +174,16 @@ func (a *Allocator) DeleteObjects(ctx context.Context, rev int64, refs ...ipam.R
 	if rev > 0 {
 		ch.Conds = []ipam.Cond{{Ref: refs[0], Rev: rev}}
 	}
-	_, _, err := a.store.Commit(ctx, ch)
+	crev, _, err := a.store.Commit(ctx, ch)
 	if errors.Is(err, ipam.ErrConflict) {
 		return ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since it was read", refs[0].ID)
+	}
+	if err == nil {
+		events := make([]ipam.Event, len(refs))
+		for i, r := range refs {
+			events[i] = ipam.Event{Ref: r, Rev: crev, Deleted: true}
+		}
+		a.idx.Apply(events, 0)
 	}
 	return err
 }

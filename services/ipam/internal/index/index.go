@@ -43,6 +43,7 @@ type Index struct {
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
 	quotas     map[string]uint64 // tenant -> max addresses (0: none)
+	tenantRevs map[string]int64  // tenant -> revision of its quota
 	used       map[string]uint64 // tenant -> addresses held
 	progress   int64
 	wake       chan struct{}
@@ -78,6 +79,7 @@ func New() *Index {
 		inFlight:   make(map[shareKey]*Plan),
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
+		tenantRevs: make(map[string]int64),
 		used:       make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
 	}
@@ -141,7 +143,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.quotas, x.used = fresh.quotas, fresh.used
+	x.quotas, x.tenantRevs, x.used = fresh.quotas, fresh.tenantRevs, fresh.used
 	for _, ev := range events {
 		x.apply(ev)
 	}
@@ -178,6 +180,10 @@ func (x *Index) rev(r ipam.Ref) int64 {
 	case ipam.KindHold:
 		if e, ok := x.holds[r.ID]; ok {
 			return e.rev
+		}
+	case ipam.KindTenant:
+		if rev, ok := x.tenantRevs[r.ID]; ok {
+			return rev
 		}
 	}
 	return x.tombstones[r]
@@ -232,8 +238,10 @@ func (x *Index) apply(ev ipam.Event) {
 	case ipam.KindTenant:
 		if t, ok := ev.Value.(*ipam.Tenant); ok && !ev.Deleted {
 			x.quotas[ev.Ref.ID] = t.MaxAddresses
+			x.tenantRevs[ev.Ref.ID] = ev.Rev
 		} else {
 			delete(x.quotas, ev.Ref.ID)
+			delete(x.tenantRevs, ev.Ref.ID)
 		}
 	}
 }

@@ -319,3 +319,21 @@ func TestSharePending(t *testing.T) {
 		t.Errorf("after the first under the key committed, the next shares its address (-want +got):\n%s", diff)
 	}
 }
+
+// A tenant's quota is kept at the newest revision seen: the replica's own
+// commit applied at once is not undone by an older event the watch
+// delivers later.
+func TestTenantQuotaNewestWins(t *testing.T) {
+	x := New()
+	ref := ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}
+	x.Apply([]ipam.Event{{Ref: ref, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 3}, Rev: 7}}, 0)
+	x.Apply([]ipam.Event{{Ref: ref, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 5}}, 5)
+	if q := x.quotas["c1"]; q != 3 {
+		t.Errorf("quota %d after an older event, want 3", q)
+	}
+	x.Apply([]ipam.Event{{Ref: ref, Rev: 9, Deleted: true}}, 0)
+	x.Apply([]ipam.Event{{Ref: ref, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 3}, Rev: 7}}, 7)
+	if q, ok := x.quotas["c1"]; ok {
+		t.Errorf("quota %d after the tenant was deleted, want none", q)
+	}
+}
