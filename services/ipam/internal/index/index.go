@@ -44,6 +44,7 @@ type Index struct {
 	expiry     expiryHeap
 	quotas     map[string]uint64 // tenant -> max addresses (0: none)
 	tenantRevs map[string]int64  // tenant -> revision of its quota
+	shareRevs  map[string]int64  // "tenant/key" -> revision of its guard (ipam.Share)
 	used       map[string]uint64 // tenant -> addresses held
 	progress   int64
 	wake       chan struct{}
@@ -80,6 +81,7 @@ func New() *Index {
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
 		tenantRevs: make(map[string]int64),
+		shareRevs:  make(map[string]int64),
 		used:       make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
 	}
@@ -143,7 +145,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.quotas, x.tenantRevs, x.used = fresh.quotas, fresh.tenantRevs, fresh.used
+	x.quotas, x.tenantRevs, x.used, x.shareRevs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.shareRevs
 	for _, ev := range events {
 		x.apply(ev)
 	}
@@ -183,6 +185,10 @@ func (x *Index) rev(r ipam.Ref) int64 {
 		}
 	case ipam.KindTenant:
 		if rev, ok := x.tenantRevs[r.ID]; ok {
+			return rev
+		}
+	case ipam.KindShare:
+		if rev, ok := x.shareRevs[r.ID]; ok {
 			return rev
 		}
 	}
@@ -242,6 +248,12 @@ func (x *Index) apply(ev ipam.Event) {
 		} else {
 			delete(x.quotas, ev.Ref.ID)
 			delete(x.tenantRevs, ev.Ref.ID)
+		}
+	case ipam.KindShare:
+		if ev.Value != nil && !ev.Deleted {
+			x.shareRevs[ev.Ref.ID] = ev.Rev
+		} else {
+			delete(x.shareRevs, ev.Ref.ID)
 		}
 	}
 }

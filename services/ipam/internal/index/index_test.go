@@ -184,16 +184,42 @@ func TestSharingPlan(t *testing.T) {
 			}
 		}
 	}
+	guard := ShareRef("c1", "k")
+	// guardCond returns the plan's condition on the key's guard and whether
+	// the plan writes the guard.
+	guardCond := func(p *Plan) (ipam.Cond, bool) {
+		var c ipam.Cond
+		for _, cc := range p.Change.Conds {
+			if cc.Ref == guard {
+				c = cc
+			}
+		}
+		for _, w := range p.Change.Puts {
+			if w.Ref == guard {
+				return c, true
+			}
+		}
+		return c, false
+	}
 	h := plan(t, x, "http", key(80))
+	if c, writes := guardCond(h); !writes || c.Rev != 0 {
+		t.Fatalf("first address under the key: guard written %v with condition %+v, want written, must not exist", writes, c)
+	}
 	commit(t, x, h, 2)
 	d := plan(t, x, "https", key(443))
 	if diff := cmp.Diff(h.Alloc.Addrs, d.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("compatible sharer got another address: %s", diff)
 	}
+	if _, writes := guardCond(d); writes {
+		t.Fatal("a sharer of an existing address wrote the key's guard")
+	}
 	commit(t, x, d, 3)
 	clash := plan(t, x, "http2", key(80))
 	if clash.Alloc.Addrs[0] == h.Alloc.Addrs[0] {
 		t.Fatal("clashing sharer got the shared address")
+	}
+	if c, writes := guardCond(clash); !writes || c.Rev != 2 {
+		t.Fatalf("a new address under the key: guard written %v with condition %+v, want written at revision 2", writes, c)
 	}
 	// Releasing one sharer keeps the address for the other.
 	rel, err := x.PlanRelease("c1", h.Alloc.ID, 0, 0, t0)

@@ -154,11 +154,32 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	for addr, c := range b.claims {
 		b.put(ClaimRef(addr), c)
 	}
+	if share != nil && b.takesNewUnder(a.Tenant, a.SharingKey) {
+		b.put(ShareRef(a.Tenant, a.SharingKey), &ipam.Share{Tenant: a.Tenant, Key: a.SharingKey})
+	}
 	if share != nil {
 		b.plan.share, b.plan.done = share, make(chan struct{})
 		x.inFlight[*share] = b.plan
 	}
 	return b.plan, nil
+}
+
+// ShareRef returns the ref of the guard of a tenant's sharing key.
+func ShareRef(tenant, key string) ipam.Ref {
+	return ipam.Ref{Kind: ipam.KindShare, ID: tenant + "/" + key}
+}
+
+// takesNewUnder reports whether the plan's claims include an address that
+// the index does not already hold under the tenant's sharing key: such a
+// plan must write the key's guard (see ipam.Share).
+func (b *builder) takesNewUnder(tenant, key string) bool {
+	for addr := range b.claims {
+		c, ok := b.x.claims[addr]
+		if !ok || c.c.Tenant != tenant || c.c.SharingKey != key {
+			return true
+		}
+	}
+	return false
 }
 
 // holdFits reports whether a hold's addresses answer a returning owner.

@@ -27,6 +27,10 @@ const (
 	KindTenant
 	KindToken
 	KindTokenHash
+	// KindShare guards a sharing key: an allocation that takes a new
+	// address under the key writes it, so that two replicas cannot both
+	// take one for the key at the same instant (see Share).
+	KindShare
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

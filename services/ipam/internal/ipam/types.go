@@ -245,6 +245,20 @@ type Token struct {
 	Hash        string    `json:"hash"`
 }
 
+// Share guards one sharing key of a tenant. Every change that takes an
+// address for the key that it did not hold before (a first sharer, or a
+// sharer whose ports clash with the key's other addresses) writes it,
+// conditioned on the revision its replica saw. Two replicas planning a new
+// address for the key at the same instant therefore cannot both commit: the
+// loser waits until its index has seen the winner's commit and plans again,
+// sharing the winner's address. The record only needs to outlive the time a
+// replica's watch takes to deliver a commit, so it is tied to a lease and
+// disappears by itself.
+type Share struct {
+	Tenant string `json:"tenant"`
+	Key    string `json:"key"`
+}
+
 // TokenHash finds a token by the hash of its secret.
 type TokenHash struct {
 	Token string `json:"token"`

@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -93,6 +94,70 @@ func TestTwoReplicasFillPoolExactlyOnce(t *testing.T) {
 	for _, n := range []*node{a, b} {
 		_, err := allocate(ctxT(t), n, "c1", &ipamv1.Allocation{Owner: "late"})
 		wantCode(t, err, codes.ResourceExhausted)
+	}
+}
+
+// Owners with one sharing key share one address even when they ask through
+// two replicas: one right after another (the second replica has not seen
+// the first's commit yet) and all at the same instant. Each key's guard
+// makes the later commits fail, wait for their replica to see the first,
+// and share.
+func TestTwoReplicasShareOneAddressPerKey(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	nodes := []*node{startNode(t, env.client, replica.Options{}), startNode(t, env.client, replica.Options{})}
+	const tenant, keys, owners = "share2", 8, 12
+	mustPool(t, nodes[0], "share2", &ipamv1.Pool{Ranges: []string{"2001:db8:5d::/120"}, Tenants: []string{tenant}})
+	alloc := func(n *node, key string, i int) (string, error) {
+		resp, err := allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
+			Owner: fmt.Sprintf("ns/%s-%02d", key, i), SharingKey: key,
+			Ports: []*ipamv1.Port{{Port: int32(8000 + i), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
+		})
+		if err != nil {
+			return "", err
+		}
+		return strings.Join(resp.GetAddresses(), ","), nil
+	}
+	for k := range keys {
+		key := fmt.Sprintf("k%d", k)
+		// One right after the other, through different replicas.
+		first, err := alloc(nodes[k%2], key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := alloc(nodes[(k+1)%2], key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, key+": the second owner's address", first, second)
+	}
+	// All at the same instant, through both replicas, on fresh keys.
+	got := make(map[string]map[string]int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for k := range keys {
+		key := fmt.Sprintf("c%d", k)
+		got[key] = map[string]int{}
+		for i := range owners {
+			wg.Go(func() {
+				<-start
+				addr, err := alloc(nodes[i%2], key, i)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("%s owner %d: %v", key, i, err)
+					return
+				}
+				got[key][addr]++
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	for key, addrs := range got {
+		if len(addrs) != 1 {
+			t.Errorf("%s: owners got %d addresses, want 1: %v", key, len(addrs), addrs)
+		}
 	}
 }
 

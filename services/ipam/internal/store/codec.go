@@ -45,6 +45,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindToken
 	case *ipam.TokenHash:
 		ok = k == ipam.KindTokenHash
+	case *ipam.Share:
+		ok = k == ipam.KindShare
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
@@ -94,6 +96,8 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.Token)
 	case ipam.KindTokenHash:
 		v = new(ipam.TokenHash)
+	case ipam.KindShare:
+		v = new(ipam.Share)
 	default:
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}

@@ -383,6 +383,8 @@ func (s *Store) ttlOf(k ipam.Kind) time.Duration {
 		return s.opts.AuditTTL
 	case ipam.KindRequest:
 		return s.opts.RequestTTL
+	case ipam.KindShare:
+		return s.opts.ShareTTL
 	}
 	return 0
 }

@@ -30,6 +30,7 @@ const (
 	tenantPrefix = statePrefix + "tenants/"
 	tokenPrefix  = statePrefix + "tokens/"
 	hashPrefix   = statePrefix + "tokenhashes/"
+	sharesPrefix = statePrefix + "shares/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -69,6 +70,8 @@ func kindPrefix(k ipam.Kind) string {
 		return tokenPrefix
 	case ipam.KindTokenHash:
 		return hashPrefix
+	case ipam.KindShare:
+		return sharesPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -118,6 +121,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindTenant, tenantPrefix},
 		{ipam.KindToken, tokenPrefix},
 		{ipam.KindTokenHash, hashPrefix},
+		{ipam.KindShare, sharesPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true
