@@ -277,8 +277,16 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 		req.Success = append(req.Success, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{RequestPut: put}})
 		return nil
 	}
+	// Items of one batch often compare the same object at the same
+	// revision (their pool): etcd reads the object once per comparison, so
+	// each distinct comparison is sent once.
+	compared := make(map[string]int64, len(items)*3)
 	for _, p := range items {
 		for i, c := range p.change.Conds {
+			if rev, ok := compared[p.condKeys[i]]; ok && rev == c.Rev {
+				continue
+			}
+			compared[p.condKeys[i]] = c.Rev
 			cmp := &etcdserverpb.Compare{Key: []byte(p.condKeys[i]), Result: etcdserverpb.Compare_EQUAL}
 			if c.Rev == 0 {
 				cmp.Target = etcdserverpb.Compare_CREATE
