@@ -45,7 +45,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	if _, err := ipamv1.NewPoolServiceClient(cc).CreatePool(ctx, &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{Ranges: []string{"198.18.0.0/28"}}}); err != nil {
+	if _, err := ipamv1.NewPoolServiceClient(cc).CreatePool(ctx, &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.0/28"}}}); err != nil {
 		t.Fatal(err)
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
@@ -81,8 +81,8 @@ func TestRun(t *testing.T) {
 	for {
 		s, err := k8s.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err == nil && len(s.Status.LoadBalancer.Ingress) == 1 {
-			if ip := s.Status.LoadBalancer.Ingress[0].IP; ip != "198.18.0.0" {
-				t.Errorf("address %s, want the pool's lowest, 198.18.0.0", ip)
+			if ip := s.Status.LoadBalancer.Ingress[0].IP; ip != "192.0.2.0" {
+				t.Errorf("address %s, want the pool's lowest, 192.0.2.0", ip)
 			}
 			break
 		}

@@ -130,9 +130,16 @@ func (e *env) deleteServices() {
 	}
 }
 
-// v4 and v6 return ranges of the test's own: 198.18.N.0/24 (RFC 2544's
-// benchmarking range, never routed) cut into /28s, and 2001:db8:N:I::/120.
-func (e *env) v4(i int) string { return fmt.Sprintf("198.18.%d.%d/28", e.n, i*16) }
+// v4 and v6 return ranges of the test's own, in documentation ranges: a
+// /28 of 192.0.2.0/24 or 198.51.100.0/24 (two per test, reused round-robin
+// by later tests: tests run one at a time and delete their pools when they
+// end; 203.0.113.0/24 is left to the MetalLB manifests), and
+// 2001:db8:N:I::/120.
+func (e *env) v4(i int) string {
+	block := (2*(e.n-1) + i) % 32
+	nets := [2]string{"192.0.2", "198.51.100"}
+	return fmt.Sprintf("%s.%d/28", nets[block/16], (block%16)*16)
+}
 
 func (e *env) v6(i int) string { return fmt.Sprintf("2001:db8:%x:%x::/120", e.n, i) }
 

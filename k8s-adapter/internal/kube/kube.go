@@ -280,6 +280,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	if c.metallb != nil {
 		wg.Go(func() { c.metallb.run(ctx) })
 	}
+	wg.Go(func() { c.followAllocations(ctx) })
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.processNext(ctx) {

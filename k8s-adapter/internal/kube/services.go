@@ -187,8 +187,8 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 // ensure asks the IPAM for the Service's allocation.
 func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string, want *ipamv1.Allocation, prev []string) (lb.Result, error) {
 	if k := want.GetSharingKey(); k != "" {
-		// The IPAM picks a shared address only among committed claims: two
-		// sharers allocated at the same moment would get two addresses.
+		// The IPAM makes sharers asking at the same moment share (the later
+		// ones wait or retry); asking one at a time spares it that work.
 		mu := c.sharingLock(k)
 		mu.Lock()
 		defer mu.Unlock()
@@ -199,14 +199,21 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 	}
 	if err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationFailed, "Failed to allocate an address: %v", err)
-		if len(res.Replaced) > 0 && len(prev) > 0 {
-			// The old addresses are gone: do not advertise them.
+		var le *lb.Error
+		refused := errors.As(err, &le) && !le.Retryable()
+		// The addresses in the status are no longer the Service's when they
+		// were given up just now, or when the IPAM refused to allocate (a
+		// refused update leaves res.Allocation set). The IPAM answers an
+		// owner that holds an allocation with it, so a refused allocation
+		// means the owner holds none: it was released or moved behind the
+		// adapter's back. Do not advertise them; MetalLB, too, clears the
+		// status of a Service it cannot allocate for.
+		if len(prev) > 0 && (len(res.Replaced) > 0 || refused && res.Allocation == nil) {
 			if _, perr := c.patchStatus(ctx, svc, nil); perr != nil {
 				err = errors.Join(err, perr)
 			}
 		}
-		var le *lb.Error
-		if errors.As(err, &le) && !le.Retryable() {
+		if refused {
 			c.logger.InfoContext(ctx, "allocation refused", "service", key, "reason", le.Reason, "error", le.Message)
 		}
 		c.memos.Delete(key)

@@ -428,3 +428,45 @@ func TestReleasedWhileAdapterDown(t *testing.T) {
 		t.Errorf("keep's address changed over the restart (-want +got):\n%s", diff)
 	}
 }
+
+// A change made in the IPAM behind the adapter's back reaches the Service
+// at once (the adapter follows WatchAllocations), not at its next event or
+// resync: a pool deleted with force moves the Service to another pool, and
+// when no pool is left its status is cleared, so that it does not advertise
+// an address the IPAM may give to someone else.
+func TestIPAMChangesReachService(t *testing.T) {
+	e := newEnv(t, nil)
+	first := e.pool("a", &ipamv1.Pool{Ranges: []string{e.v4(0)}})
+	second := e.pool("b", &ipamv1.Pool{Ranges: []string{e.v4(1)}})
+	e.start(nil)
+	e.create(e.svc("web"))
+	if ips := e.waitIPs("web", 1); !inPrefix(t, ips[0], e.v4(0)) {
+		t.Fatalf("address %s not from the first pool %s", ips[0], e.v4(0))
+	}
+
+	forceDelete := func(id string) {
+		t.Helper()
+		if _, err := ipam.Pools.DeletePool(context.Background(), &ipamv1.DeletePoolRequest{Name: "pools/" + id, Force: true}); err != nil {
+			t.Fatalf("delete pool %s: %v", id, err)
+		}
+	}
+	forceDelete(first)
+	waitFor(t, "the Service to move to the second pool", func() (bool, string) {
+		s, err := e.get("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		ips := ingress(s)
+		return len(ips) == 1 && inPrefix(t, ips[0], e.v4(1)), fmt.Sprint(ips)
+	})
+
+	forceDelete(second)
+	waitFor(t, "the Service's status to be cleared", func() (bool, string) {
+		s, err := e.get("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ingress(s)) == 0, fmt.Sprint(ingress(s))
+	})
+	e.waitEvent("web", kube.ReasonAllocationFailed)
+}

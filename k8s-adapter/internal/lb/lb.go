@@ -246,3 +246,61 @@ func reasonOfStatus(st *status.Status) string {
 	}
 	return st.Code().String()
 }
+
+// ErrResumeTooOld is returned by Watch when the IPAM can no longer resume
+// from the token: the caller must assume it missed changes.
+var ErrResumeTooOld = errors.New("watch: resume token too old")
+
+// Change is one allocation change seen by Watch.
+type Change struct {
+	// Owner is the allocation's owner ("ns/name").
+	Owner string
+	// Addresses are the allocation's addresses; nil when Deleted.
+	Addresses []string
+	// Deleted is set when the allocation was released or expired.
+	Deleted bool
+	// Snapshot is set on the allocations of the snapshot that starts a
+	// stream opened without a token.
+	Snapshot bool
+	// SnapshotDone marks the end of that snapshot (no allocation: Owner is
+	// empty); the changes after it are live.
+	SnapshotDone bool
+}
+
+// Watch follows the tenant's allocations from token ("" for a snapshot
+// first) and calls f for each change, in commit order, until the stream
+// ends. It returns the token to resume from (updated as the stream goes,
+// also when it fails) and why the stream ended: ErrResumeTooOld, the
+// context's error, or the IPAM's.
+func (c *Client) Watch(ctx context.Context, token string, f func(Change)) (string, error) {
+	stream, err := c.alloc.WatchAllocations(ctx, &ipamv1.WatchAllocationsRequest{Parent: c.parent, ResumeToken: token})
+	if err != nil {
+		return token, wrap("watch allocations", err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) == codes.OutOfRange {
+				return "", ErrResumeTooOld
+			}
+			if ctx.Err() != nil {
+				return token, ctx.Err()
+			}
+			return token, wrap("watch allocations", err)
+		}
+		for _, ev := range resp.GetEvents() {
+			a := ev.GetAllocation()
+			ch := Change{Owner: a.GetOwner(), Addresses: a.GetAddresses(), Snapshot: ev.GetType() == ipamv1.AllocationEvent_TYPE_EXISTING}
+			if ev.GetType() == ipamv1.AllocationEvent_TYPE_DELETED {
+				ch.Addresses, ch.Deleted = nil, true
+			}
+			f(ch)
+		}
+		if t := resp.GetResumeToken(); t != "" {
+			token = t
+		}
+		if resp.GetSnapshotComplete() {
+			f(Change{SnapshotDone: true})
+		}
+	}
+}
