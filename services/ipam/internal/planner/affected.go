@@ -110,7 +110,15 @@ func (c *compiled) affectL2(others []*ipam.Allocation, before, after *ipam.Alloc
 		}
 		ea, oka := entry(after, addr)
 		if oka {
-			na = c.decide(&ea, owners[addr])
+			// As in L2Owners: follow the anchor's new owner (decided above
+			// when it is touched too, else unchanged).
+			sticky := owners[addr]
+			if o, touchedToo := newOwners[ea.anchor]; ea.anchor != addr && touchedToo && o != "" {
+				sticky = o
+			} else if o, ok := owners[ea.anchor]; ea.anchor != addr && !touchedToo && ok {
+				sticky = o
+			}
+			na = c.decide(&ea, sticky)
 		}
 		if na >= 0 {
 			newOwners[addr] = c.nodes[na].Name

@@ -28,6 +28,12 @@ import (
 // hashing of the address and node name: every replica computes the same
 // owner, and a node leaving moves only its own addresses.
 //
+// The addresses of a dual-stack allocation are answered for by one node, as
+// MetalLB does: the IPv6 address follows its IPv4 address (the allocation's
+// anchor), taking the anchor's owner when that node is eligible for it, and
+// hashing the anchor, not itself, otherwise. With several holders, the
+// first holder's addresses decide.
+//
 // L2Owners is idempotent: passing its result back as in.L2Owners returns the
 // same map. Cost: compile (see the package doc), O(A·L) selector evaluations
 // for the allocations, and O(A·T) hash evaluations, T being the number of
@@ -37,7 +43,13 @@ func L2Owners(in *Input) map[netip.Addr]string {
 	entries := c.l2Entries(in.Allocations)
 	owners := make(map[netip.Addr]string, len(entries))
 	for _, e := range entries {
-		if o := c.decide(&e, in.L2Owners[e.addr]); o >= 0 {
+		// Entries are in address order: an anchor is decided before the
+		// addresses that follow it.
+		sticky := in.L2Owners[e.addr]
+		if o, ok := owners[e.anchor]; ok && e.anchor != e.addr {
+			sticky = o
+		}
+		if o := c.decide(&e, sticky); o >= 0 {
 			owners[e.addr] = c.nodes[o].Name
 		}
 	}
@@ -62,6 +74,10 @@ type l2Entry struct {
 	endpoints []int
 	// alloc names the first holder (lowest "tenant/id").
 	alloc string
+	// anchor is the lowest address of the first holder: addr itself, or
+	// the IPv4 address of a dual-stack allocation, whose owner the IPv6
+	// one follows (see L2Owners).
+	anchor netip.Addr
 }
 
 // l2Entries returns the L2 entries of allocs, sorted by address. Cost:
@@ -101,7 +117,7 @@ func (c *compiled) l2Entry(addr netip.Addr, hs []holder) (e l2Entry, ok bool) {
 		ok = true
 		e.ads.or(h.ads)
 		if name := allocName(h.a); e.alloc == "" || name < e.alloc {
-			e.alloc = name
+			e.alloc, e.anchor = name, slices.MinFunc(h.a.Addrs, netip.Addr.Compare)
 		}
 		if h.a.TrafficPolicy != ipam.TrafficLocal {
 			continue
@@ -188,7 +204,7 @@ func (c *compiled) decide(e *l2Entry, sticky string) int {
 			return n
 		}
 	}
-	return rendezvous(e.addr, cands, c.nodeKeys)
+	return rendezvous(e.anchor, cands, c.nodeKeys)
 }
 
 // rendezvous returns the candidate with the highest weight for addr; on a

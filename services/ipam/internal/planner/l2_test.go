@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"testing"
 
@@ -292,5 +293,53 @@ func TestHashIsFNV1a(t *testing.T) {
 		if got, want := addrKey(a), h.Sum64(); got != want {
 			t.Errorf("addrKey(%s) = %#x, want %#x", s, got, want)
 		}
+	}
+}
+
+// A dual-stack allocation's two addresses are answered for by one node, as
+// in MetalLB: the IPv6 address follows the IPv4 one, also when its owner
+// dies, and an older split (recorded before this rule) is mended.
+func TestL2DualStackOneNode(t *testing.T) {
+	in := &Input{
+		Pools: pools(pool(t, "web", []string{"192.0.2.0/24", "2001:db8::/120"})),
+		L2:    []*ipam.L2Advertisement{{Tenant: tenant, ID: "l2"}},
+	}
+	for i := range 6 {
+		in.Nodes = append(in.Nodes, node(fmt.Sprintf("n%02d", i)))
+	}
+	for i := range 40 {
+		in.Allocations = append(in.Allocations, alloc(fmt.Sprintf("a%02d", i), "web", fmt.Sprintf("192.0.2.%d", i), fmt.Sprintf("2001:db8::%x", i)))
+	}
+	same := func(what string, owners map[netip.Addr]string) {
+		t.Helper()
+		for _, a := range in.Allocations {
+			if v4, v6 := owners[a.Addrs[0]], owners[a.Addrs[1]]; v4 == "" || v4 != v6 {
+				t.Fatalf("%s: %s owned by %q and %s by %q", what, a.Addrs[0], v4, a.Addrs[1], v6)
+			}
+		}
+	}
+	owners := L2Owners(in)
+	same("fresh", owners)
+
+	split := maps.Clone(owners)
+	v6 := in.Allocations[0].Addrs[1]
+	for _, n := range in.Nodes {
+		if n.Name != owners[v6] {
+			split[v6] = n.Name // as an older replica may have recorded
+			break
+		}
+	}
+	same("from a split", L2Owners(withOwners(in, split)))
+
+	dead := owners[in.Allocations[0].Addrs[0]]
+	for _, n := range in.Nodes {
+		if n.Name == dead {
+			n.Live = false
+		}
+	}
+	after := L2Owners(withOwners(in, owners))
+	same("after its owner died", after)
+	if after[in.Allocations[0].Addrs[0]] == dead {
+		t.Fatal("the address stayed on the dead node")
 	}
 }

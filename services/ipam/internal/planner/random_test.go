@@ -226,12 +226,16 @@ func TestPropertyL2(t *testing.T) {
 			for _, ad := range a.Addrs {
 				best, _ := refEligible(in, ad)
 				o, owned := owners[ad]
+				anchor := refAnchor(in, ad)
+				follows := anchor != ad && slices.Contains(best, owners[anchor])
 				switch {
 				case len(best) == 0 && owned:
 					t.Fatalf("seed %d: %s owned by %s, but no node is eligible", seed, ad, o)
 				case len(best) > 0 && !slices.Contains(best, o):
 					t.Fatalf("seed %d: %s owned by %q, want one of %v", seed, ad, o, best)
-				case slices.Contains(best, in.L2Owners[ad]) && o != in.L2Owners[ad]:
+				case follows && o != owners[anchor]:
+					t.Fatalf("seed %d: %s owned by %s, not by its anchor %s's owner %s, who is eligible", seed, ad, o, anchor, owners[anchor])
+				case !follows && slices.Contains(best, in.L2Owners[ad]) && o != in.L2Owners[ad]:
 					t.Fatalf("seed %d: %s moved from eligible %s to %s", seed, ad, in.L2Owners[ad], o)
 				}
 				var want []string
@@ -244,6 +248,25 @@ func TestPropertyL2(t *testing.T) {
 			}
 		}
 	}
+}
+
+// refAnchor returns the address whose owner ad follows: the lowest address
+// of the allocation with the lowest name among those holding ad that an L2
+// advertisement selects (ad itself when there is none).
+func refAnchor(in *Input, ad netip.Addr) netip.Addr {
+	var first *ipam.Allocation
+	for _, a := range in.Allocations {
+		if !slices.Contains(a.Addrs, ad) || first != nil && allocName(a) >= allocName(first) {
+			continue
+		}
+		if slices.ContainsFunc(in.L2, func(l2 *ipam.L2Advertisement) bool { return refL2Selects(in, l2, a) }) {
+			first = a
+		}
+	}
+	if first == nil {
+		return ad
+	}
+	return slices.MinFunc(first.Addrs, netip.Addr.Compare)
 }
 
 // TestPropertyRoutes checks Plans' routes against the naive reference on
