@@ -143,6 +143,8 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 	  services/ipam/internal/addrspace:FuzzOverlap \
 	  services/ipam/internal/filter:FuzzParse \
 	  services/ipam/internal/selector:FuzzSelectorValidate \
+	  services/ipam/internal/server:FuzzAllocationRequest \
+	  services/ipam/internal/server:FuzzPoolRequest \
 	  services/gateway/internal/gateway:FuzzRESTAllocateBody; do \
 	  pkg=$${spec%%:*}; fn=$${spec##*:}; echo ">> $$fn ($$pkg)"; \
 	  go test ./$$pkg -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s; \
