@@ -34,9 +34,12 @@ func run() (err error) {
 	warmup := fs.Duration("warmup", time.Second, "how long each load runs before it is measured")
 	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
 	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
-	out := fs.String("out", "", "also write the BENCH lines to this file")
+	out := fs.String("out", "", "also append the BENCH lines to this file")
 	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, fanout (default: all)")
 	etcdProcess := fs.Bool("etcd-process", false, "run etcd in a child process (as a separate etcd cluster in production) instead of in the benchmark's own process (as ipamd embeds it)")
+	etcdCluster := fs.String("etcd-cluster", "", "run the load against a cluster of real etcd processes started from this etcd binary (see --etcd-members)")
+	etcdMembers := fs.Int("etcd-members", 3, "the size of the --etcd-cluster")
+	suffix := fs.String("suffix", "", "append this to the name of every load figure (e.g. _etcd3)")
 	serveEtcd := fs.String("serve-etcd", "", "internal: serve an embedded etcd with its data in this directory (the child process of --etcd-process)")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -72,7 +75,8 @@ func run() (err error) {
 	if *memprofile != "" {
 		defer func() { err = errors.Join(err, writeHeapProfile(*memprofile)) }()
 	}
-	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand, Log: os.Stderr})
+	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand,
+		Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Suffix: *suffix, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -80,7 +84,7 @@ func run() (err error) {
 		return err
 	}
 	if *out != "" {
-		f, err := os.Create(*out)
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644) //nolint:gosec // a results file
 		if err != nil {
 			return err
 		}

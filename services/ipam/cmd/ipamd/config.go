@@ -53,7 +53,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
 	str(&compaction, "etcd-compaction", "1h", "embedded etcd's history retention (bounds watch resume)")
 	str(&etcdTimeout, "etcd-timeout", "5s", "longest wait for one etcd call before a request fails UNAVAILABLE")
-	str(&workers, "commit-workers", "4", "etcd transactions in flight at once")
+	str(&workers, "commit-workers", "1", "etcd transactions in flight at once (1: pure group commit, fastest against an etcd cluster)")
 	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -39,9 +39,24 @@ type Config struct {
 	// appended as its last argument. Nil embeds etcd in this process,
 	// where its garbage collection and Beacon's share one heap.
 	EtcdCommand []string
+	// Cluster, if its Binary is set, runs the load against a cluster of
+	// real etcd processes instead (the shape of a production IPAM, whose
+	// replicas share an etcd cluster).
+	Cluster EtcdCluster
+	// Suffix is appended to the name of every load figure, so that runs
+	// against different etcds can be told apart ("_etcd3").
+	Suffix string
 	// Log receives progress, etcd's and the replica's warnings, and the
 	// human tables (default io.Discard).
 	Log io.Writer
+}
+
+// EtcdCluster is a cluster of etcd processes started for the run.
+type EtcdCluster struct {
+	// Binary is the etcd executable.
+	Binary string
+	// Members is the cluster's size (default 1).
+	Members int
 }
 
 func (c *Config) defaults() {
@@ -113,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 		free = append(free, plans...)
 	}
 
-	env, err := startEtcd(ctx, cfg.EtcdCommand)
+	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +137,10 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 		err = errors.Join(err, env.close())
 	}()
 	where := "in this process"
-	if cfg.EtcdCommand != nil {
+	switch {
+	case cfg.Cluster.Binary != "":
+		where = fmt.Sprintf("as a cluster of %d processes of %s", max(cfg.Cluster.Members, 1), cfg.Cluster.Binary)
+	case cfg.EtcdCommand != nil:
 		where = "in a child process"
 	}
 	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v\n", where, env.dir, env.endpoints)
@@ -205,6 +223,9 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 		figs = loadFigures(cfg.Concurrency, stats["raw"], stats["beacon"])
 	}
 	figs = append(figs, referenceFigures(cfg.Concurrency, stats)...)
+	for i := range figs {
+		figs[i].Name += cfg.Suffix
+	}
 	figs = append(figs, free...)
 	return append(figs, fan...), nil
 }

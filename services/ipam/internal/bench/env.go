@@ -37,9 +37,10 @@ type etcdEnv struct {
 	stop      func() error
 }
 
-// startEtcd starts etcd in this process, or with command (not nil) in a
-// child process that runs ServeEtcd.
-func startEtcd(ctx context.Context, command []string) (env *etcdEnv, err error) {
+// startEtcd starts etcd in this process, with command (not nil) in a child
+// process that runs ServeEtcd, or, with cluster.Binary set, as a cluster of
+// real etcd processes.
+func startEtcd(ctx context.Context, command []string, cluster EtcdCluster) (env *etcdEnv, err error) {
 	dir, err := os.MkdirTemp("", "ipam-bench-")
 	if err != nil {
 		return nil, err
@@ -50,15 +51,22 @@ func startEtcd(ctx context.Context, command []string) (env *etcdEnv, err error) 
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if command == nil {
+	switch {
+	case cluster.Binary != "":
+		if env.endpoints, env.stop, err = startCluster(ctx, cluster.Binary, max(cluster.Members, 1), dir); err != nil {
+			return nil, err
+		}
+	case command == nil:
 		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
 		if err != nil {
 			return nil, err
 		}
 		env.endpoints = emb.Endpoints()
 		env.stop = func() error { emb.Close(); return nil }
-	} else if env.endpoints, env.stop, err = startChild(ctx, command, dir); err != nil {
-		return nil, err
+	default:
+		if env.endpoints, env.stop, err = startChild(ctx, command, dir); err != nil {
+			return nil, err
+		}
 	}
 	env.client, err = store.Dial(ctx, env.endpoints)
 	if err != nil {
