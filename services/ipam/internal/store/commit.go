@@ -87,6 +87,19 @@ func (s *Store) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event
 		return 0, nil, err
 	}
 	p := &pending{ctx: ctx, change: ch, prepared: prep, done: make(chan commitResult, 1)}
+	if base := s.base.Load(); base != nil {
+		select {
+		case s.slots <- struct{}{}:
+			// No transaction in flight: commit here, with whatever is
+			// queued, under Run's context (not the caller's, which would
+			// end the others' commits too).
+			s.lead(*base, p)
+			<-s.slots
+			r := <-p.done
+			return r.rev, r.fresh, r.err
+		default:
+		}
+	}
 	select {
 	case s.queue <- p:
 	case <-ctx.Done():
@@ -104,6 +117,8 @@ func (s *Store) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event
 // Run commits queued changes until ctx is done.
 func (s *Store) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
+	s.base.Store(&ctx)
+	defer s.base.Store(nil)
 	for range s.opts.Workers {
 		g.Go(func() error { s.work(ctx); return nil })
 	}
@@ -155,33 +170,47 @@ func (b *batch) add(p *pending) {
 }
 
 func (s *Store) work(ctx context.Context) {
-	var carry *pending
 	for {
-		b := &batch{written: make(map[string]bool)}
-		if carry != nil {
-			b.add(carry)
-			carry = nil
-		} else {
-			select {
-			case p := <-s.queue:
-				b.add(p)
-			case <-ctx.Done():
-				return
-			}
+		var p *pending
+		select {
+		case p = <-s.queue:
+		case <-ctx.Done():
+			return
 		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			p.done <- commitResult{err: ctx.Err()}
+			return
+		}
+		s.lead(ctx, p)
+		<-s.slots
+	}
+}
+
+// lead commits p together with the changes queued behind it, holding one
+// of the in-flight slots: as many transactions as fit, until a batch ends
+// with nothing carried over. Whoever holds a slot leads: a committer, or a
+// caller that found a slot free (then the change does not cross to another
+// goroutine and back, which at one caller is most of the committer's cost).
+func (s *Store) lead(ctx context.Context, p *pending) {
+	for p != nil {
+		b := &batch{written: make(map[string]bool)}
+		b.add(p)
+		p = nil
 	fill:
 		for {
 			select {
-			case p := <-s.queue:
-				if p.ctx.Err() != nil {
-					p.done <- commitResult{err: p.ctx.Err()}
+			case q := <-s.queue:
+				if q.ctx.Err() != nil {
+					q.done <- commitResult{err: q.ctx.Err()}
 					continue
 				}
-				if !b.fits(p, s.opts.MaxOps) {
-					carry = p
+				if !b.fits(q, s.opts.MaxOps) {
+					p = q
 					break fill
 				}
-				b.add(p)
+				b.add(q)
 			default:
 				break fill
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -56,6 +57,10 @@ type Store struct {
 	logger *slog.Logger
 	opts   Options
 	queue  chan *pending
+	// slots bounds the transactions in flight (Options.Workers); base is
+	// Run's context while it runs (see lead).
+	slots chan struct{}
+	base  atomic.Pointer[context.Context]
 
 	leaseMu sync.Mutex
 	leases  map[time.Duration]leaseSlot
@@ -108,6 +113,7 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 		logger:  logger,
 		opts:    opts,
 		queue:   make(chan *pending, 1024),
+		slots:   make(chan struct{}, opts.Workers),
 		leases:  make(map[time.Duration]leaseSlot),
 		written: make(map[string]writtenValue),
 	}
