@@ -126,10 +126,8 @@ const ActorKey = "beacon-actor"
 // meta returns the audit and idempotency metadata of a request.
 func meta(ctx context.Context, method, requestID string, req proto.Message) allocator.Meta {
 	m := allocator.Meta{Actor: "anonymous", RequestID: requestID, Method: method}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(ActorKey); len(v) > 0 && v[0] != "" {
-			m.Actor = v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, ActorKey); len(v) > 0 && v[0] != "" {
+		m.Actor = v[0]
 	}
 	if requestID != "" {
 		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req) // request_id included: same ID, same bytes
