@@ -48,7 +48,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction})
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, Logger: logger})
 		if err != nil {
 			return err
 		}

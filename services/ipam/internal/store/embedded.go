@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap/zapcore"
 )
 
 // Embedded is an etcd server running inside this process, for a one-command
@@ -24,6 +26,9 @@ type EmbeddedConfig struct {
 	ClientURL string
 	// LogLevel is etcd's own log level (default "error").
 	LogLevel string
+	// Logger, if set, receives etcd's log (see etcdLogger); else etcd
+	// writes its own JSON lines to stderr.
+	Logger *slog.Logger
 	// CompactionRetention is how much history etcd keeps, which bounds how
 	// old a watch resume token may be (default 1h).
 	CompactionRetention time.Duration
@@ -51,6 +56,13 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		cfg.LogLevel = "error"
 	}
 	cfg.LogOutputs = []string{"stderr"}
+	if c.Logger != nil {
+		lvl, err := zapcore.ParseLevel(cfg.LogLevel)
+		if err != nil {
+			return nil, fmt.Errorf("store: embedded etcd log level %q: %w", cfg.LogLevel, err)
+		}
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(c.Logger, lvl))
+	}
 	retention := c.CompactionRetention
 	if retention <= 0 {
 		retention = time.Hour
