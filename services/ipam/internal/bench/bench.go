@@ -128,12 +128,13 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 		free = append(free, plans...)
 	}
 
-	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster)
+	etcdLog := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster, etcdLog)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		fmt.Fprintln(log, "== stopping etcd (its \"server closed\" errors while stopping are expected)")
+		fmt.Fprintln(log, "== stopping etcd")
 		err = errors.Join(err, env.close())
 	}()
 	where := "in this process"

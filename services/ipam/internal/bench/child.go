@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,7 +25,7 @@ const endpointPrefix = "ETCD-ENDPOINT "
 // Config.EtcdCommand. It writes "ETCD-ENDPOINT <url>" on out once etcd
 // serves.
 func ServeEtcd(ctx context.Context, dir string, out io.Writer) error {
-	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ type etcdEnv struct {
 // startEtcd starts etcd in this process, with command (not nil) in a child
 // process that runs ServeEtcd, or, with cluster.Binary set, as a cluster of
 // real etcd processes.
-func startEtcd(ctx context.Context, command []string, cluster EtcdCluster) (env *etcdEnv, err error) {
+func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, logger *slog.Logger) (env *etcdEnv, err error) {
 	dir, err := os.MkdirTemp("", "ipam-bench-")
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster) (env 
 			return nil, err
 		}
 	case command == nil:
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0"})
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0", Logger: logger})
 		if err != nil {
 			return nil, err
 		}
