@@ -26,6 +26,10 @@ type config struct {
 	ShutdownGrace  time.Duration
 	EtcdCompaction time.Duration
 	EtcdTimeout    time.Duration
+	// EtcdCA, EtcdCert and EtcdKey secure the connection to an external
+	// etcd; EtcdUsername and EtcdPassword authenticate to it.
+	EtcdCA, EtcdCert, EtcdKey  string
+	EtcdUsername, EtcdPassword string
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
@@ -42,6 +46,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.Listen, "listen", "127.0.0.1:7400", "gRPC listen address")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:7401", "HTTP address for /metrics, /healthz and /readyz")
 	str(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs; empty: run an embedded etcd")
+	str(&c.EtcdCA, "etcd-ca", "", "CA bundle (PEM) that etcd's server certificate chains to; set for https:// endpoints with a private CA")
+	str(&c.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd's --client-cert-auth; with --etcd-key")
+	str(&c.EtcdKey, "etcd-key", "", "client private key (PEM)")
+	str(&c.EtcdUsername, "etcd-username", "", "etcd user, when etcd's authentication is on")
+	str(&c.EtcdPassword, "etcd-password", "", "etcd password (prefer the environment: BEACON_IPAM_ETCD_PASSWORD)")
 	str(&c.DataDir, "data-dir", "beacon-data", "embedded etcd's data directory")
 	str(&c.TLSCert, "tls-cert", "", "server certificate (PEM); with --tls-key enables TLS")
 	str(&c.TLSKey, "tls-key", "", "server private key (PEM)")
@@ -93,6 +102,15 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		errs = append(errs, errors.New("--etcd-cert and --etcd-key go together"))
+	}
+	if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
+		errs = append(errs, errors.New("--etcd-username and --etcd-password go together"))
+	}
+	if len(c.EtcdEndpoints) == 0 && (c.EtcdCA != "" || c.EtcdCert != "" || c.EtcdUsername != "") {
+		errs = append(errs, errors.New("--etcd-ca, --etcd-cert and --etcd-username are for an external etcd: give --etcd-endpoints"))
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key"))

@@ -35,6 +35,15 @@ func TestParseConfig(t *testing.T) {
 	if c.ReleaseHold != 0 || c.Listen != "127.0.0.1:0" {
 		t.Errorf("env/flag values not taken: %+v", c)
 	}
+
+	env["BEACON_IPAM_ETCD_PASSWORD"] = "s3cret"
+	c, err = parseConfig([]string{"--etcd-ca", "ca.pem", "--etcd-cert", "c.pem", "--etcd-key", "k.pem", "--etcd-username", "beacon"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EtcdCA != "ca.pem" || c.EtcdCert != "c.pem" || c.EtcdKey != "k.pem" || c.EtcdUsername != "beacon" || c.EtcdPassword != "s3cret" {
+		t.Errorf("etcd security settings not taken: %+v", c)
+	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -49,6 +58,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca needs"},
 		{[]string{"--otlp-insecure", "maybe"}, "--otlp-insecure"},
+		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
+		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-username", "beacon"}, "--etcd-username and --etcd-password go together"},
+		{[]string{"--etcd-ca", "ca.pem"}, "give --etcd-endpoints"},
 		{[]string{"extra"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {

@@ -56,7 +56,13 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		endpoints = emb.Endpoints()
 		logger.InfoContext(ctx, "embedded etcd started", "data_dir", cfg.DataDir, "endpoints", endpoints)
 	}
-	client, err := store.Dial(ctx, endpoints)
+	dc := store.DialConfig{Endpoints: endpoints, Username: cfg.EtcdUsername, Password: cfg.EtcdPassword}
+	if cfg.EtcdCA != "" || cfg.EtcdCert != "" {
+		if dc.TLS, err = store.ClientTLS(cfg.EtcdCA, cfg.EtcdCert, cfg.EtcdKey); err != nil {
+			return err
+		}
+	}
+	client, err := store.Dial(ctx, dc)
 	if err != nil {
 		return err
 	}

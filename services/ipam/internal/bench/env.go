@@ -68,7 +68,7 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, logge
 			return nil, err
 		}
 	}
-	env.client, err = store.Dial(ctx, env.endpoints)
+	env.client, err = store.Dial(ctx, store.DialConfig{Endpoints: env.endpoints})
 	if err != nil {
 		return nil, errors.Join(err, env.stop())
 	}

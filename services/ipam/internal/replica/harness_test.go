@@ -57,7 +57,7 @@ func openEtcd(dir string) (*etcdEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
-	client, err := store.Dial(ctx, emb.Endpoints())
+	client, err := store.Dial(ctx, store.DialConfig{Endpoints: emb.Endpoints()})
 	if err != nil {
 		emb.Close()
 		return nil, fmt.Errorf("dial etcd: %w", err)

@@ -24,7 +24,7 @@ func newStore(t *testing.T) (*Store, context.Context) {
 		cancel()
 		t.Fatal(err)
 	}
-	client, err := Dial(ctx, emb.Endpoints())
+	client, err := Dial(ctx, DialConfig{Endpoints: emb.Endpoints()})
 	if err != nil {
 		cancel()
 		emb.Close()
