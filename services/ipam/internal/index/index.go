@@ -46,6 +46,7 @@ type Index struct {
 	tenantRevs map[string]int64  // tenant -> revision of its quota
 	shareRevs  map[string]int64  // "tenant/key" -> revision of its guard (ipam.Share)
 	used       map[string]uint64 // tenant -> addresses held
+	adding     map[string]uint64 // tenant -> addresses of its plans in flight
 	progress   int64
 	wake       chan struct{}
 }
@@ -83,6 +84,7 @@ func New() *Index {
 		tenantRevs: make(map[string]int64),
 		shareRevs:  make(map[string]int64),
 		used:       make(map[string]uint64),
+		adding:     make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -324,7 +326,7 @@ func (x *Index) reserve(p *poolEntry, addr netip.Addr) {
 // (the claims now hold the addresses) or after it failed (they are free again
 // unless someone else claimed them).
 func (x *Index) Unreserve(p *Plan) {
-	if p == nil || (len(p.reserved) == 0 && p.done == nil) {
+	if p == nil || (len(p.reserved) == 0 && p.done == nil && p.adds == 0) {
 		return
 	}
 	x.mu.Lock()

@@ -363,3 +363,32 @@ func TestTenantQuotaNewestWins(t *testing.T) {
 		t.Errorf("quota %d after the tenant was deleted, want none", q)
 	}
 }
+
+// Plans in flight count against the quota: a second plan while the first
+// is being committed is refused; once the first is given up or committed,
+// the count is right again.
+func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{
+		poolEvent(pool(t, "web", "192.0.2.0/29"), 1),
+		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
+	}, 2)
+	first := plan(t, x, "a")
+	second := plan(t, x, "b")
+	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
+		t.Fatalf("third plan with two in flight and a quota of 2: %v, want ErrQuotaExceeded", err)
+	}
+	x.Unreserve(second) // given up
+	commit(t, x, first, 3)
+	third := plan(t, x, "c")
+	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "d"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
+		t.Fatalf("with one committed and one in flight: %v, want ErrQuotaExceeded", err)
+	}
+	commit(t, x, third, 4)
+	if got := x.Used("c1"); got != 2 {
+		t.Errorf("Used = %d, want 2", got)
+	}
+	if len(x.adding) != 0 {
+		t.Errorf("addresses still counted as in flight: %v", x.adding)
+	}
+}

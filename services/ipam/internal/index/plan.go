@@ -25,6 +25,10 @@ type Plan struct {
 	// done is closed when the plan is committed or given up.
 	share *shareKey
 	done  chan struct{}
+	// adds is how many addresses the plan adds to its tenant's count while
+	// it is in flight (see Index.adding).
+	tenant string
+	adds   uint64
 }
 
 // SharePending is returned by PlanAllocate when another allocation under
@@ -141,10 +145,15 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		x.unreserveLocked(b.plan)
 		return nil, err
 	}
-	if q := x.quotas[a.Tenant]; q > 0 && x.used[a.Tenant]+uint64(len(a.Addrs)) > q {
+	// Allocations being committed count too: without them, concurrent
+	// requests would all pass against the same committed count.
+	if q := x.quotas[a.Tenant]; q > 0 && x.used[a.Tenant]+x.adding[a.Tenant]+uint64(len(a.Addrs)) > q {
 		x.unreserveLocked(b.plan)
-		return nil, ipam.Refuse(ipam.ErrQuotaExceeded, "tenant %q holds %d of its %d addresses; %d more would exceed its quota", a.Tenant, x.used[a.Tenant], q, len(a.Addrs))
+		return nil, ipam.Refuse(ipam.ErrQuotaExceeded, "tenant %q holds %d of its %d addresses (%d more being allocated); %d more would exceed its quota",
+			a.Tenant, x.used[a.Tenant], q, x.adding[a.Tenant], len(a.Addrs))
 	}
+	b.plan.tenant, b.plan.adds = a.Tenant, uint64(len(a.Addrs))
+	x.adding[a.Tenant] += b.plan.adds
 	if hasHold && a.Addrs != nil && !slices.Equal(a.Addrs, hold.h.Allocation.Addrs) {
 		// The owner came back asking for something its hold cannot give:
 		// end the hold in the same change, so its addresses do not leak.
@@ -471,6 +480,12 @@ func (x *Index) unreserveLocked(p *Plan) {
 		}
 	}
 	p.reserved = nil
+	if p.adds > 0 {
+		if x.adding[p.tenant] -= p.adds; x.adding[p.tenant] == 0 {
+			delete(x.adding, p.tenant)
+		}
+		p.adds = 0
+	}
 	if p.done != nil {
 		if x.inFlight[*p.share] == p {
 			delete(x.inFlight, *p.share)

@@ -1,11 +1,14 @@
 package replica_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -70,4 +73,47 @@ func TestTenantQuotaAndTokens(t *testing.T) {
 	}
 	_, err = tokens.VerifyToken(ctx, &ipamv1.VerifyTokenRequest{Secret: tok.GetSecret()})
 	wantCode(t, err, codes.NotFound)
+}
+
+// A tenant's quota holds under concurrent allocations on one replica:
+// allocations being committed count against it, not only committed ones.
+func TestTenantQuotaConcurrent(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mustPool(t, n, "qc", &ipamv1.Pool{Ranges: []string{"2001:db8:9c::/120"}, Tenants: []string{"qc"}})
+	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: "qc", Tenant: &ipamv1.Tenant{MaxAddresses: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	// The replica applies its own tenant change to its index at once.
+	const callers = 32
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, refused := 0, 0
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			_, err := allocate(ctxT(t), n, "qc", &ipamv1.Allocation{Owner: fmt.Sprintf("o%02d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch status.Code(err) {
+			case codes.OK:
+				ok++
+			case codes.ResourceExhausted:
+				refused++
+			default:
+				t.Errorf("owner %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ok != 5 || refused != callers-5 {
+		t.Fatalf("%d allocated and %d refused, want 5 and %d", ok, refused, callers-5)
+	}
 }
