@@ -226,19 +226,20 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 	if errors.Is(err, ipam.ErrConflict) {
 		a.m.conflicts.Add(ctx, 1)
 		a.idx.Apply(fresh, 0)
-		a.awaitShares(ctx, fresh)
+		a.awaitGuards(ctx, fresh)
 	}
 	return 0, err
 }
 
-// awaitShares waits, after a conflict, until the index has seen every
-// commit that wrote one of the sharing-key guards among fresh: that commit
-// took an address under the key, and the next plan must see its claim to
-// share it. The guard alone, read back by the conflict, does not carry it.
-func (a *Allocator) awaitShares(ctx context.Context, fresh []ipam.Event) {
+// awaitGuards waits, after a conflict, until the index has seen every
+// commit that wrote one of the guards among fresh: that commit took an
+// address under a sharing key (the next plan must see its claim to share
+// it) or allocated for a tenant with a quota (the next plan must count it).
+// The guard alone, read back by the conflict, carries neither.
+func (a *Allocator) awaitGuards(ctx context.Context, fresh []ipam.Event) {
 	var rev int64
 	for _, ev := range fresh {
-		if ev.Ref.Kind == ipam.KindShare && ev.Value != nil {
+		if (ev.Ref.Kind == ipam.KindShare || ev.Ref.Kind == ipam.KindTenantGuard) && ev.Value != nil {
 			rev = max(rev, ev.Rev)
 		}
 	}
@@ -249,7 +250,7 @@ func (a *Allocator) awaitShares(ctx context.Context, fresh []ipam.Event) {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if !a.idx.WaitProgress(wctx, rev) {
-		a.logger.WarnContext(ctx, "index did not see a sharing key's commit in time", "revision", rev, "progress", a.idx.Progress())
+		a.logger.WarnContext(ctx, "index did not see a guarded commit in time", "revision", rev, "progress", a.idx.Progress())
 	}
 }
 

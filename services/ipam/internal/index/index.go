@@ -42,11 +42,11 @@ type Index struct {
 	inFlight   map[shareKey]*Plan
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
-	quotas     map[string]uint64 // tenant -> max addresses (0: none)
-	tenantRevs map[string]int64  // tenant -> revision of its quota
-	shareRevs  map[string]int64  // "tenant/key" -> revision of its guard (ipam.Share)
-	used       map[string]uint64 // tenant -> addresses held
-	adding     map[string]uint64 // tenant -> addresses of its plans in flight
+	quotas     map[string]uint64  // tenant -> max addresses (0: none)
+	tenantRevs map[string]int64   // tenant -> revision of its quota
+	guardRevs  map[ipam.Ref]int64 // sharing-key and tenant guards -> revision
+	used       map[string]uint64  // tenant -> addresses held
+	adding     map[string]uint64  // tenant -> addresses of its plans in flight
 	progress   int64
 	wake       chan struct{}
 }
@@ -82,7 +82,7 @@ func New() *Index {
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
 		tenantRevs: make(map[string]int64),
-		shareRevs:  make(map[string]int64),
+		guardRevs:  make(map[ipam.Ref]int64),
 		used:       make(map[string]uint64),
 		adding:     make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
@@ -147,7 +147,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.quotas, x.tenantRevs, x.used, x.shareRevs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.shareRevs
+	x.quotas, x.tenantRevs, x.used, x.guardRevs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs
 	for _, ev := range events {
 		x.apply(ev)
 	}
@@ -189,8 +189,8 @@ func (x *Index) rev(r ipam.Ref) int64 {
 		if rev, ok := x.tenantRevs[r.ID]; ok {
 			return rev
 		}
-	case ipam.KindShare:
-		if rev, ok := x.shareRevs[r.ID]; ok {
+	case ipam.KindShare, ipam.KindTenantGuard:
+		if rev, ok := x.guardRevs[r]; ok {
 			return rev
 		}
 	}
@@ -251,11 +251,11 @@ func (x *Index) apply(ev ipam.Event) {
 			delete(x.quotas, ev.Ref.ID)
 			delete(x.tenantRevs, ev.Ref.ID)
 		}
-	case ipam.KindShare:
+	case ipam.KindShare, ipam.KindTenantGuard:
 		if ev.Value != nil && !ev.Deleted {
-			x.shareRevs[ev.Ref.ID] = ev.Rev
+			x.guardRevs[ev.Ref] = ev.Rev
 		} else {
-			delete(x.shareRevs, ev.Ref.ID)
+			delete(x.guardRevs, ev.Ref)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -374,6 +375,10 @@ func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
 		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
 	}, 2)
 	first := plan(t, x, "a")
+	if !slices.ContainsFunc(first.Change.Puts, func(p ipam.Put) bool { return p.Ref == TenantGuardRef("c1") }) ||
+		!slices.Contains(first.Change.Conds, ipam.Cond{Ref: TenantGuardRef("c1")}) {
+		t.Fatalf("a plan of a tenant with a quota does not write its guard: %+v", first.Change)
+	}
 	second := plan(t, x, "b")
 	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
 		t.Fatalf("third plan with two in flight and a quota of 2: %v, want ErrQuotaExceeded", err)

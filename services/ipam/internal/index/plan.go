@@ -163,6 +163,9 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	for addr, c := range b.claims {
 		b.put(ClaimRef(addr), c)
 	}
+	if x.quotas[a.Tenant] > 0 {
+		b.put(TenantGuardRef(a.Tenant), &ipam.TenantGuard{Tenant: a.Tenant})
+	}
 	if share != nil && b.takesNewUnder(a.Tenant, a.SharingKey) {
 		b.put(ShareRef(a.Tenant, a.SharingKey), &ipam.Share{Tenant: a.Tenant, Key: a.SharingKey})
 	}
@@ -171,6 +174,11 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		x.inFlight[*share] = b.plan
 	}
 	return b.plan, nil
+}
+
+// TenantGuardRef returns the ref of the guard of a tenant's quota.
+func TenantGuardRef(tenant string) ipam.Ref {
+	return ipam.Ref{Kind: ipam.KindTenantGuard, ID: tenant}
 }
 
 // ShareRef returns the ref of the guard of a tenant's sharing key.

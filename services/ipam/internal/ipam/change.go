@@ -31,6 +31,9 @@ const (
 	// address under the key writes it, so that two replicas cannot both
 	// take one for the key at the same instant (see Share).
 	KindShare
+	// KindTenantGuard guards a tenant's quota: every allocation of a
+	// tenant with a quota writes it (see TenantGuard).
+	KindTenantGuard
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

@@ -259,6 +259,17 @@ type Share struct {
 	Key    string `json:"key"`
 }
 
+// TenantGuard guards the quota of one tenant. Every allocation of a tenant
+// that has a quota writes it, conditioned on the revision its replica saw,
+// so that allocations through two replicas cannot both pass the quota check
+// against the same count: the loser waits until its index has seen the
+// winner's commit and checks again. Allocations of one replica committed in
+// one transaction write it once (the replica counted them together). Like
+// Share, it only needs to outlive a watch's delay and lives on a lease.
+type TenantGuard struct {
+	Tenant string `json:"tenant"`
+}
+
 // TokenHash finds a token by the hash of its secret.
 type TokenHash struct {
 	Token string `json:"token"`

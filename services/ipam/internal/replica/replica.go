@@ -75,9 +75,9 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	fs := fleet.NewState()
 	hub := fleet.NewHub(fs, st, logger)
 	// The watch may skip decoding only what the index holds and the fleet
-	// view does not need: claims, holds and sharing-key guards.
+	// view does not need: claims, holds and guards.
 	known := func(r ipam.Ref, rev int64) bool {
-		return (r.Kind == ipam.KindClaim || r.Kind == ipam.KindHold || r.Kind == ipam.KindShare) && idx.Known(r, rev)
+		return (r.Kind == ipam.KindClaim || r.Kind == ipam.KindHold || r.Kind == ipam.KindShare || r.Kind == ipam.KindTenantGuard) && idx.Known(r, rev)
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -115,5 +116,59 @@ func TestTenantQuotaConcurrent(t *testing.T) {
 	wg.Wait()
 	if ok != 5 || refused != callers-5 {
 		t.Fatalf("%d allocated and %d refused, want 5 and %d", ok, refused, callers-5)
+	}
+}
+
+// The quota holds across replicas too: allocations through two replicas at
+// the same instant cannot both pass against the same count (each writes the
+// tenant's guard; the loser waits until it has seen the winner's commit).
+func TestTenantQuotaTwoReplicas(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	a := startNode(t, env.client, replica.Options{})
+	conn, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// One pool per replica's callers, so that the two never meet on an
+	// address: only the quota relates them.
+	mustPool(t, a, "q2a", &ipamv1.Pool{Ranges: []string{"2001:db8:9d::/120"}, Tenants: []string{"q2"}})
+	mustPool(t, a, "q2b", &ipamv1.Pool{Ranges: []string{"2001:db8:9e::/120"}, Tenants: []string{"q2"}})
+	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: "q2", Tenant: &ipamv1.Tenant{MaxAddresses: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	b := startNode(t, env.client, replica.Options{}) // loads the quota at start
+	nodes := []*node{a, b}
+	for round := range 3 {
+		const callers = 24
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ok := 0
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Go(func() {
+				<-start
+				pool := []string{"pools/q2a", "pools/q2b"}[i%2]
+				_, err := allocate(ctxT(t), nodes[i%2], "q2", &ipamv1.Allocation{Owner: fmt.Sprintf("r%d-o%02d", round, i), RequestedPool: pool})
+				mu.Lock()
+				defer mu.Unlock()
+				switch status.Code(err) {
+				case codes.OK:
+					ok++
+				case codes.ResourceExhausted:
+				default:
+					t.Errorf("owner %d: %v", i, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if ok != 5 {
+			t.Fatalf("round %d: %d allocated, want 5 (the quota)", round, ok)
+		}
+		// Free the tenant's addresses for the next round.
+		for i := range callers {
+			_, _ = a.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/q2", Owner: fmt.Sprintf("r%d-o%02d", round, i), Hold: durationpb.New(0)})
+		}
 	}
 }

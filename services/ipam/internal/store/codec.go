@@ -47,6 +47,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindTokenHash
 	case *ipam.Share:
 		ok = k == ipam.KindShare
+	case *ipam.TenantGuard:
+		ok = k == ipam.KindTenantGuard
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)
@@ -98,6 +100,8 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.TokenHash)
 	case ipam.KindShare:
 		v = new(ipam.Share)
+	case ipam.KindTenantGuard:
+		v = new(ipam.TenantGuard)
 	default:
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}

@@ -35,6 +35,10 @@ type preparedPut struct {
 	key   string
 	value []byte            // nil for an audit record
 	audit *ipam.AuditRecord // the record, for an audit put
+	// guard is set for a guard (ipam.Share, ipam.TenantGuard): changes of
+	// one batch that put the same guard at the same condition are committed
+	// together, the guard written once.
+	guard bool
 }
 
 // prepare encodes a change's writes and computes its keys.
@@ -46,6 +50,7 @@ func prepare(ch ipam.Change) (prepared, error) {
 	}
 	for i, w := range ch.Puts {
 		p.puts[i].key = key(w.Ref)
+		p.puts[i].guard = w.Ref.Kind == ipam.KindShare || w.Ref.Kind == ipam.KindTenantGuard
 		if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit {
 			p.puts[i].audit = rec
 			continue
@@ -130,8 +135,19 @@ func (s *Store) Run(ctx context.Context) error {
 type batch struct {
 	items   []*pending
 	written map[string]bool
+	guards  map[string]int64 // guard key -> the revision its writers compare
 	cmps    int
 	ops     int
+}
+
+// condRev returns the revision p's change compares key with, or -1.
+func (p *pending) condRev(key string) int64 {
+	for i, k := range p.condKeys {
+		if k == key {
+			return p.change.Conds[i].Rev
+		}
+	}
+	return -1
 }
 
 func (b *batch) fits(p *pending, maxOps int) bool {
@@ -145,6 +161,9 @@ func (b *batch) fits(p *pending, maxOps int) bool {
 		return false
 	}
 	for _, w := range p.puts {
+		if rev, ok := b.guards[w.key]; ok && w.guard && rev == p.condRev(w.key) {
+			continue // the same guard at the same revision: written once
+		}
 		if b.written[w.key] {
 			return false
 		}
@@ -163,6 +182,12 @@ func (b *batch) add(p *pending) {
 	b.ops += len(p.change.Puts) + len(p.change.Deletes)
 	for _, w := range p.puts {
 		b.written[w.key] = true
+		if w.guard {
+			if b.guards == nil {
+				b.guards = make(map[string]int64)
+			}
+			b.guards[w.key] = p.condRev(w.key)
+		}
 	}
 	for _, k := range p.deletes {
 		b.written[k] = true
@@ -310,6 +335,7 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 	// revision (their pool): etcd reads the object once per comparison, so
 	// each distinct comparison is sent once.
 	compared := make(map[string]int64, len(items)*3)
+	guarded := make(map[string]bool)
 	for _, p := range items {
 		for i, c := range p.change.Conds {
 			if rev, ok := compared[p.condKeys[i]]; ok && rev == c.Rev {
@@ -343,6 +369,12 @@ func (s *Store) txnRequest(ctx context.Context, items []*pending) (*etcdserverpb
 				}
 				packs[j].recs = append(packs[j].recs, rec)
 				continue
+			}
+			if w.guard {
+				if guarded[w.key] {
+					continue // written once per transaction (see batch.fits)
+				}
+				guarded[w.key] = true
 			}
 			if err := put(p.change.Puts[i].Ref.Kind, w.key, w.value); err != nil {
 				return nil, err
@@ -420,8 +452,8 @@ func (s *Store) ttlOf(k ipam.Kind) time.Duration {
 		return s.opts.AuditTTL
 	case ipam.KindRequest:
 		return s.opts.RequestTTL
-	case ipam.KindShare:
-		return s.opts.ShareTTL
+	case ipam.KindShare, ipam.KindTenantGuard:
+		return s.opts.GuardTTL
 	}
 	return 0
 }

@@ -31,6 +31,7 @@ const (
 	tokenPrefix  = statePrefix + "tokens/"
 	hashPrefix   = statePrefix + "tokenhashes/"
 	sharesPrefix = statePrefix + "shares/"
+	guardsPrefix = statePrefix + "tenantguards/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -72,6 +73,8 @@ func kindPrefix(k ipam.Kind) string {
 		return hashPrefix
 	case ipam.KindShare:
 		return sharesPrefix
+	case ipam.KindTenantGuard:
+		return guardsPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -122,6 +125,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindToken, tokenPrefix},
 		{ipam.KindTokenHash, hashPrefix},
 		{ipam.KindShare, sharesPrefix},
+		{ipam.KindTenantGuard, guardsPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true

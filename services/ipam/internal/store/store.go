@@ -40,10 +40,10 @@ type Options struct {
 	RequestTTL time.Duration
 	// AuditTTL is how long audit records are kept (default 30 days).
 	AuditTTL time.Duration
-	// ShareTTL is how long a sharing key's guard (ipam.Share) is kept
+	// GuardTTL is how long a guard (ipam.Share, ipam.TenantGuard) is kept
 	// after its last write, at least (default 10 minutes): far longer than
 	// any replica's watch takes to deliver a commit.
-	ShareTTL time.Duration
+	GuardTTL time.Duration
 	// CallTimeout bounds each etcd call (default 5s): etcd that does not
 	// answer in time is reported unavailable (ipam.ErrUnavailable) at once,
 	// instead of holding the caller until its own deadline, and a commit
@@ -101,8 +101,8 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 	if opts.RequestTTL <= 0 {
 		opts.RequestTTL = 24 * time.Hour
 	}
-	if opts.ShareTTL <= 0 {
-		opts.ShareTTL = 10 * time.Minute
+	if opts.GuardTTL <= 0 {
+		opts.GuardTTL = 10 * time.Minute
 	}
 	if opts.AuditTTL <= 0 {
 		opts.AuditTTL = 30 * 24 * time.Hour
