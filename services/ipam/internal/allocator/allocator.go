@@ -222,11 +222,18 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 		a.idx.Committed(plan, rev)
 		return rev, nil
 	}
-	a.idx.Unreserve(plan)
+	// The index takes in what the conflict read (and waits for guarded
+	// commits) before the plan's reservations end: ending them wakes the
+	// plans waiting on its sharing key, and they must plan on that view.
+	var werr error
 	if errors.Is(err, ipam.ErrConflict) {
 		a.m.conflicts.Add(ctx, 1)
 		a.idx.Apply(fresh, 0)
-		a.awaitGuards(ctx, fresh)
+		werr = a.awaitGuards(ctx, fresh)
+	}
+	a.idx.Unreserve(plan)
+	if werr != nil {
+		return 0, werr
 	}
 	return 0, err
 }
@@ -235,8 +242,10 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 // commit that wrote one of the guards among fresh: that commit took an
 // address under a sharing key (the next plan must see its claim to share
 // it) or allocated for a tenant with a quota (the next plan must count it).
-// The guard alone, read back by the conflict, carries neither.
-func (a *Allocator) awaitGuards(ctx context.Context, fresh []ipam.Event) {
+// The guard alone, read back by the conflict, carries neither. If the
+// index does not catch up within 2 s, planning again could share or count
+// wrongly, so the request fails UNAVAILABLE instead (the caller retries).
+func (a *Allocator) awaitGuards(ctx context.Context, fresh []ipam.Event) error {
 	var rev int64
 	for _, ev := range fresh {
 		if (ev.Ref.Kind == ipam.KindShare || ev.Ref.Kind == ipam.KindTenantGuard) && ev.Value != nil {
@@ -244,14 +253,19 @@ func (a *Allocator) awaitGuards(ctx context.Context, fresh []ipam.Event) {
 		}
 	}
 	if rev == 0 || a.idx.Progress() >= rev {
-		return
+		return nil
 	}
 	_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if !a.idx.WaitProgress(wctx, rev) {
-		a.logger.WarnContext(ctx, "index did not see a guarded commit in time", "revision", rev, "progress", a.idx.Progress())
+	if a.idx.WaitProgress(wctx, rev) {
+		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a.logger.WarnContext(ctx, "index did not see a guarded commit in time", "revision", rev, "progress", a.idx.Progress())
+	return fmt.Errorf("allocator: index behind a guarded commit at revision %d: %w", rev, ipam.ErrUnavailable)
 }
 
 // Release ends the allocation tenant/id; hold nil means the default hold.
