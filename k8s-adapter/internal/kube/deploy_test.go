@@ -129,3 +129,28 @@ spec:
 		t.Errorf("lease: %v %v", lease.Spec, err)
 	}
 }
+
+// TestBeaconManifests checks deploy/k8s/beacon (the IPAM, the gateway and
+// the announcers) against the API server's validation, as kustomize
+// renders it. The images are placeholders: nothing runs.
+func TestBeaconManifests(t *testing.T) {
+	ctx := context.Background()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "deploy", "k8s", "beacon")
+	if _, err := cluster.Kubectl(ctx, "", "apply", "-f", filepath.Join(root, "deploy", "k8s", "adapter", "namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cluster.Kubectl(ctx, "", "apply", "--dry-run=server", "-k", dir)
+	if err != nil {
+		t.Fatalf("server-side dry run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"deployment.apps/beacon-ipamd", "service/beacon-ipamd", "poddisruptionbudget.policy/beacon-ipamd",
+		"deployment.apps/beacon-gateway", "service/beacon-gateway", "daemonset.apps/beacon-announcer"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run did not accept %s:\n%s", want, out)
+		}
+	}
+}
