@@ -3,6 +3,8 @@ package replica_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
 // Random allocations and releases through two replicas, with sharing keys
@@ -130,6 +133,115 @@ func TestReplicaStoppedMidLoadKeepsInvariants(t *testing.T) {
 	stopped.Store(true)
 	wg.Wait()
 	checkInvariants(t, []*node{b}, tenant, "midstop", 1<<30, keyOf)
+}
+
+// Losing an etcd member under load, the leader at that, breaks no
+// invariant: a 3-member cluster in this process, two replicas each with
+// its own client over every member, random allocations and releases, and
+// the leader stopped a third of the way through.
+func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
+	members, endpoints := startEtcdCluster(t)
+	var nodes []*node
+	for range 2 {
+		client, err := store.Dial(ctxT(t), store.DialConfig{Endpoints: endpoints})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		nodes = append(nodes, startNode(t, client, replica.Options{}))
+	}
+	const tenant = "memberloss"
+	mustPool(t, nodes[0], "memberloss", &ipamv1.Pool{Ranges: []string{"203.0.113.0/27"}, Tenants: []string{tenant}})
+	keys := []string{"", "k1", "k2"}
+	keyOf := func(o int) string { return keys[o%len(keys)] }
+	const workers, ops, owners = 12, 40, 40
+	var done atomic.Int64
+	third := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 13))
+			for range ops {
+				if done.Add(1) == workers*ops/3 {
+					close(third)
+				}
+				o := rng.IntN(owners)
+				n := nodes[rng.IntN(2)]
+				owner := fmt.Sprintf("ns/o%02d", o)
+				var err error
+				if rng.IntN(3) == 0 {
+					_, err = n.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: owner, Hold: dur(0)})
+				} else {
+					_, err = allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
+						Owner: owner, SharingKey: keyOf(o),
+						Ports: []*ipamv1.Port{{Port: int32(1000 + o), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
+					})
+				}
+				switch status.Code(err) {
+				case codes.OK, codes.NotFound, codes.ResourceExhausted:
+				case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+					// While the cluster elects a new leader; the caller retries.
+				default:
+					t.Errorf("%s: %v", owner, err)
+				}
+			}
+		})
+	}
+	<-third
+	stopped := false
+	for _, m := range members {
+		if m.IsLeader() {
+			m.Close()
+			stopped = true
+			break
+		}
+	}
+	if !stopped {
+		members[0].Close()
+	}
+	wg.Wait()
+	checkInvariants(t, nodes, tenant, "memberloss", 1<<30, keyOf)
+}
+
+// startEtcdCluster starts a 3-member etcd cluster in this process and
+// returns its members (each closed when the test ends, if not before) and
+// their client URLs.
+func startEtcdCluster(t *testing.T) ([]*store.Embedded, []string) {
+	t.Helper()
+	var ports []int
+	for range 6 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		_ = l.Close() // free again for the member that binds it below
+	}
+	var initial []string
+	for i := range 3 {
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	members := make([]*store.Embedded, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		cfg := store.EmbeddedConfig{
+			Dir: dirs[i], ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), LogLevel: "fatal",
+			Name: fmt.Sprintf("m%d", i), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]), InitialCluster: strings.Join(initial, ","),
+		}
+		wg.Go(func() { members[i], errs[i] = store.StartEmbedded(ctxT(t), cfg) })
+	}
+	wg.Wait()
+	var endpoints []string
+	for i, m := range members {
+		if errs[i] != nil {
+			t.Fatalf("member %d: %v", i, errs[i])
+		}
+		t.Cleanup(m.Close)
+		endpoints = append(endpoints, m.Endpoints()...)
+	}
+	return members, endpoints
 }
 
 // checkInvariants reads the tenant's allocations back through every live

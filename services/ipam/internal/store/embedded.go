@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -14,7 +15,8 @@ import (
 // Embedded is an etcd server running inside this process, for a one-command
 // IPAM and for tests.
 type Embedded struct {
-	etcd *embed.Etcd
+	etcd      *embed.Etcd
+	closeOnce sync.Once
 }
 
 // EmbeddedConfig configures an embedded etcd.
@@ -32,12 +34,20 @@ type EmbeddedConfig struct {
 	// CompactionRetention is how much history etcd keeps, which bounds how
 	// old a watch resume token may be (default 1h).
 	CompactionRetention time.Duration
+	// Name, PeerURL and InitialCluster make the member one of a cluster
+	// ("m0", "http://127.0.0.1:P", "m0=http://...,m1=http://..."), for
+	// tests of member loss; the members must be started concurrently (each
+	// waits for a quorum). Empty: a cluster of one.
+	Name, PeerURL, InitialCluster string
 }
 
 // StartEmbedded starts etcd in this process and waits until it serves.
 func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "beacon"
+	if c.Name != "" {
+		cfg.Name = c.Name
+	}
 	cfg.Dir = c.Dir
 	client := c.ClientURL
 	if client == "" {
@@ -47,10 +57,20 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: embedded etcd client url %q: %w", client, err)
 	}
-	pu, _ := url.Parse("http://127.0.0.1:0") // constant, cannot fail
+	peer := c.PeerURL
+	if peer == "" {
+		peer = "http://127.0.0.1:0"
+	}
+	pu, err := url.Parse(peer)
+	if err != nil {
+		return nil, fmt.Errorf("store: embedded etcd peer url %q: %w", peer, err)
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if c.InitialCluster != "" {
+		cfg.InitialCluster = c.InitialCluster
+	}
 	cfg.LogLevel = c.LogLevel
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "error"
@@ -100,5 +120,9 @@ func (e *Embedded) Endpoints() []string {
 // Err reports a fatal etcd error.
 func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 
-// Close stops etcd.
-func (e *Embedded) Close() { e.etcd.Close() }
+// Close stops etcd; closing again does nothing.
+func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
+
+// IsLeader reports whether this member leads its cluster (for tests that
+// stop the leader).
+func (e *Embedded) IsLeader() bool { return e.etcd.Server.Leader() == e.etcd.Server.MemberID() }
