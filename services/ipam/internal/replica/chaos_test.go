@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -29,51 +27,16 @@ import (
 func TestTwoReplicasRandomOpsKeepInvariants(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	a := startNode(t, env.client, replica.Options{})
-	conn, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	const tenant, quota = "chaos", 24
 	mustPool(t, a, "chaos4", &ipamv1.Pool{Ranges: []string{"192.0.2.0/27"}, Tenants: []string{tenant}})
-	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: tenant, Tenant: &ipamv1.Tenant{MaxAddresses: quota}}); err != nil {
-		t.Fatal(err)
-	}
+	createTenant(t, a, tenant, quota)
 	b := startNode(t, env.client, replica.Options{})
 	nodes := []*node{a, b}
 
-	const workers, ops, owners = 16, 40, 48
 	keys := []string{"", "", "k1", "k2", "k3"}
 	keyOf := func(o int) string { return keys[o%len(keys)] } // an owner keeps its key
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			for range ops {
-				o := rng.IntN(owners)
-				n := nodes[rng.IntN(2)]
-				owner := fmt.Sprintf("ns/o%02d", o)
-				if rng.IntN(3) == 0 {
-					_, err := n.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: owner, Hold: dur(0)})
-					if err != nil && status.Code(err) != codes.NotFound {
-						t.Errorf("release %s: %v", owner, err)
-					}
-					continue
-				}
-				_, err := allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
-					Owner: owner, SharingKey: keyOf(o),
-					Ports: []*ipamv1.Port{{Port: int32(1000 + o), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
-				})
-				switch status.Code(err) {
-				case codes.OK, codes.ResourceExhausted:
-				default:
-					t.Errorf("allocate %s: %v", owner, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-
+	randomLoad(t, load{tenant: tenant, workers: 16, ops: 40, owners: 48, seed: 7, keyOf: keyOf,
+		pick: func(rng *rand.Rand) *node { return nodes[rng.IntN(2)] }})
 	checkInvariants(t, nodes, tenant, "chaos4", quota, keyOf)
 }
 
@@ -89,49 +52,26 @@ func TestReplicaStoppedMidLoadKeepsInvariants(t *testing.T) {
 	mustPool(t, a, "midstop", &ipamv1.Pool{Ranges: []string{"198.51.100.0/27"}, Tenants: []string{tenant}})
 	keys := []string{"", "k1", "k2"}
 	keyOf := func(o int) string { return keys[o%len(keys)] }
-	const workers, ops, owners = 16, 40, 40
-	var done atomic.Int64
 	var stopped atomic.Bool
-	third := make(chan struct{}) // a third of the operations are done
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			for range ops {
-				if done.Add(1) == workers*ops/3 {
-					close(third)
-				}
-				o := rng.IntN(owners)
-				n := b
+	third := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		randomLoad(t, load{tenant: tenant, workers: 16, ops: 40, owners: 40, seed: 11, keyOf: keyOf, third: third,
+			pick: func(rng *rand.Rand) *node {
 				if rng.IntN(2) == 0 && !stopped.Load() {
-					n = a
+					return a
 				}
-				owner := fmt.Sprintf("ns/o%02d", o)
-				var err error
-				if rng.IntN(3) == 0 {
-					_, err = n.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: owner, Hold: dur(0)})
-				} else {
-					_, err = allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
-						Owner: owner, SharingKey: keyOf(o),
-						Ports: []*ipamv1.Port{{Port: int32(1000 + o), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
-					})
-				}
-				switch status.Code(err) {
-				case codes.OK, codes.NotFound, codes.ResourceExhausted:
-				case codes.Unavailable, codes.Canceled:
-					if n != a {
-						t.Errorf("%s on the live replica: %v", owner, err)
-					}
-				default:
-					t.Errorf("%s: %v", owner, err)
-				}
-			}
+				return b
+			},
+			// Calls to the replica being stopped may fail; the live one's must not.
+			tolerate: func(n *node, c codes.Code) bool { return n == a && (c == codes.Unavailable || c == codes.Canceled) },
 		})
-	}
+	}()
 	<-third
 	a.stop() // on the test's goroutine: it may fail the test
 	stopped.Store(true)
-	wg.Wait()
+	<-finished
 	checkInvariants(t, []*node{b}, tenant, "midstop", 1<<30, keyOf)
 }
 
@@ -154,39 +94,18 @@ func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
 	mustPool(t, nodes[0], "memberloss", &ipamv1.Pool{Ranges: []string{"203.0.113.0/27"}, Tenants: []string{tenant}})
 	keys := []string{"", "k1", "k2"}
 	keyOf := func(o int) string { return keys[o%len(keys)] }
-	const workers, ops, owners = 12, 40, 40
-	var done atomic.Int64
 	third := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 13))
-			for range ops {
-				if done.Add(1) == workers*ops/3 {
-					close(third)
-				}
-				o := rng.IntN(owners)
-				n := nodes[rng.IntN(2)]
-				owner := fmt.Sprintf("ns/o%02d", o)
-				var err error
-				if rng.IntN(3) == 0 {
-					_, err = n.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: owner, Hold: dur(0)})
-				} else {
-					_, err = allocate(ctxT(t), n, tenant, &ipamv1.Allocation{
-						Owner: owner, SharingKey: keyOf(o),
-						Ports: []*ipamv1.Port{{Port: int32(1000 + o), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
-					})
-				}
-				switch status.Code(err) {
-				case codes.OK, codes.NotFound, codes.ResourceExhausted:
-				case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
-					// While the cluster elects a new leader; the caller retries.
-				default:
-					t.Errorf("%s: %v", owner, err)
-				}
-			}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		randomLoad(t, load{tenant: tenant, workers: 12, ops: 40, owners: 40, seed: 13, keyOf: keyOf, third: third,
+			pick: func(rng *rand.Rand) *node { return nodes[rng.IntN(2)] },
+			// While the cluster elects a new leader; the caller retries.
+			tolerate: func(_ *node, c codes.Code) bool {
+				return c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.Aborted
+			},
 		})
-	}
+	}()
 	<-third
 	stopped := false
 	for _, m := range members {
@@ -199,7 +118,7 @@ func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
 	if !stopped {
 		members[0].Close()
 	}
-	wg.Wait()
+	<-finished
 	checkInvariants(t, nodes, tenant, "memberloss", 1<<30, keyOf)
 }
 
@@ -242,6 +161,54 @@ func startEtcdCluster(t *testing.T) ([]*store.Embedded, []string) {
 		endpoints = append(endpoints, m.Endpoints()...)
 	}
 	return members, endpoints
+}
+
+// load is a random mix of allocations (two in three) and releases (with no
+// hold) of owners "ns/oNN", each with its own port and a fixed sharing key.
+type load struct {
+	tenant               string
+	workers, ops, owners int
+	seed                 uint64
+	keyOf                func(owner int) string
+	pick                 func(*rand.Rand) *node // the replica of one call
+	tolerate             func(*node, codes.Code) bool
+	third                chan struct{} // closed when a third of the calls are made (optional)
+}
+
+// randomLoad runs l and fails the test on an unexpected answer (OK,
+// NotFound and ResourceExhausted are expected).
+func randomLoad(t *testing.T, l load) {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range l.workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), l.seed))
+			for range l.ops {
+				if done.Add(1) == int64(l.workers*l.ops/3) && l.third != nil {
+					close(l.third)
+				}
+				o := rng.IntN(l.owners)
+				n := l.pick(rng)
+				owner := fmt.Sprintf("ns/o%02d", o)
+				var err error
+				if rng.IntN(3) == 0 {
+					_, err = n.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/" + l.tenant, Owner: owner, Hold: dur(0)})
+				} else {
+					_, err = allocate(ctxT(t), n, l.tenant, &ipamv1.Allocation{
+						Owner: owner, SharingKey: l.keyOf(o),
+						Ports: []*ipamv1.Port{{Port: int32(1000 + o), Protocol: ipamv1.Protocol_PROTOCOL_TCP}},
+					})
+				}
+				switch c := status.Code(err); {
+				case c == codes.OK, c == codes.NotFound, c == codes.ResourceExhausted:
+				case l.tolerate != nil && l.tolerate(n, c):
+				default:
+					t.Errorf("%s: %v", owner, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // checkInvariants reads the tenant's allocations back through every live

@@ -14,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -229,4 +231,17 @@ func allocationID(owner string) string {
 // from the owner as the API documents.
 func nameOf(tenant, owner string) string {
 	return "tenants/" + tenant + "/allocations/" + allocationID(owner)
+}
+
+// createTenant creates a tenant with a quota (0: none) through n.
+func createTenant(t *testing.T, n *node, id string, maxAddresses uint64) {
+	t.Helper()
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: id, Tenant: &ipamv1.Tenant{MaxAddresses: maxAddresses}}); err != nil {
+		t.Fatal(err)
+	}
 }

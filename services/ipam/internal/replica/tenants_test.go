@@ -81,15 +81,8 @@ func TestTenantQuotaAndTokens(t *testing.T) {
 func TestTenantQuotaConcurrent(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	n := startNode(t, env.client, replica.Options{})
-	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	mustPool(t, n, "qc", &ipamv1.Pool{Ranges: []string{"2001:db8:9c::/120"}, Tenants: []string{"qc"}})
-	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: "qc", Tenant: &ipamv1.Tenant{MaxAddresses: 5}}); err != nil {
-		t.Fatal(err)
-	}
+	createTenant(t, n, "qc", 5)
 	// The replica applies its own tenant change to its index at once.
 	const callers = 32
 	var wg sync.WaitGroup
@@ -125,18 +118,11 @@ func TestTenantQuotaConcurrent(t *testing.T) {
 func TestTenantQuotaTwoReplicas(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	a := startNode(t, env.client, replica.Options{})
-	conn, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	// One pool per replica's callers, so that the two never meet on an
 	// address: only the quota relates them.
 	mustPool(t, a, "q2a", &ipamv1.Pool{Ranges: []string{"2001:db8:9d::/120"}, Tenants: []string{"q2"}})
 	mustPool(t, a, "q2b", &ipamv1.Pool{Ranges: []string{"2001:db8:9e::/120"}, Tenants: []string{"q2"}})
-	if _, err := ipamv1.NewTenantServiceClient(conn).CreateTenant(ctxT(t), &ipamv1.CreateTenantRequest{TenantId: "q2", Tenant: &ipamv1.Tenant{MaxAddresses: 5}}); err != nil {
-		t.Fatal(err)
-	}
+	createTenant(t, a, "q2", 5)
 	b := startNode(t, env.client, replica.Options{}) // loads the quota at start
 	nodes := []*node{a, b}
 	for round := range 3 {
