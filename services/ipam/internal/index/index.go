@@ -47,6 +47,7 @@ type Index struct {
 	guardRevs  map[ipam.Ref]int64 // sharing-key and tenant guards -> revision
 	used       map[string]uint64  // tenant -> addresses held
 	adding     map[string]uint64  // tenant -> addresses of its plans in flight
+	heldAddrs  map[string]uint64  // tenant -> addresses kept in its holds
 	progress   int64
 	wake       chan struct{}
 }
@@ -85,6 +86,7 @@ func New() *Index {
 		guardRevs:  make(map[ipam.Ref]int64),
 		used:       make(map[string]uint64),
 		adding:     make(map[string]uint64),
+		heldAddrs:  make(map[string]uint64),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -147,7 +149,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.quotas, x.tenantRevs, x.used, x.guardRevs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs
+	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
 	for _, ev := range events {
 		x.apply(ev)
 	}
@@ -237,8 +239,15 @@ func (x *Index) apply(ev ipam.Event) {
 			x.addClaim(addr, c, ev.Rev)
 		}
 	case ipam.KindHold:
+		if old, ok := x.holds[ev.Ref.ID]; ok {
+			t := old.h.Allocation.Tenant
+			if x.heldAddrs[t] -= uint64(len(old.h.Allocation.Addrs)); x.heldAddrs[t] == 0 {
+				delete(x.heldAddrs, t)
+			}
+		}
 		if h, ok := ev.Value.(*ipam.Hold); ok && !ev.Deleted {
 			x.holds[ev.Ref.ID] = &holdEntry{h: h, rev: ev.Rev}
+			x.heldAddrs[h.Allocation.Tenant] += uint64(len(h.Allocation.Addrs))
 			x.pushExpiry(h.ExpireTime, ev.Ref, ev.Rev)
 		} else {
 			delete(x.holds, ev.Ref.ID)

@@ -397,3 +397,45 @@ func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
 		t.Errorf("addresses still counted as in flight: %v", x.adding)
 	}
 }
+
+// Holds count against the quota: at the quota, a new owner's allocation
+// ends another owner's hold (earliest expiry first) in the same change,
+// rather than let the tenant keep more addresses than its quota.
+func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{
+		poolEvent(pool(t, "web", "192.0.2.0/29"), 1),
+		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
+	}, 2)
+	a := plan(t, x, "a")
+	commit(t, x, a, 3)
+	commit(t, x, plan(t, x, "b"), 4)
+	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 5)
+	if x.heldAddrs["c1"] != 1 || x.Used("c1") != 1 {
+		t.Fatalf("after the release: %d held, %d used; want 1 and 1", x.heldAddrs["c1"], x.Used("c1"))
+	}
+	c := plan(t, x, "c")
+	if !slices.Contains(c.Change.Deletes, RefOf(ipam.KindHold, "c1", a.Alloc.ID)) ||
+		!slices.Contains(c.Change.Deletes, ClaimRef(a.Alloc.Addrs[0])) {
+		t.Fatalf("the allocation at the quota does not end a's hold and free its address: deletes %v", c.Change.Deletes)
+	}
+	commit(t, x, c, 6)
+	if x.heldAddrs["c1"] != 0 || x.Used("c1") != 2 {
+		t.Errorf("after c: %d held, %d used; want 0 and 2", x.heldAddrs["c1"], x.Used("c1"))
+	}
+	// Under the quota, holds are left alone.
+	x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 10}, Rev: 7}}, 7)
+	rel, err = x.PlanRelease("c1", c.Alloc.ID, 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 8)
+	d := plan(t, x, "d")
+	if len(d.Change.Deletes) != 0 {
+		t.Errorf("under the quota, d's allocation deletes %v", d.Change.Deletes)
+	}
+}

@@ -3,6 +3,7 @@ package index
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
@@ -159,6 +160,9 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		// end the hold in the same change, so its addresses do not leak.
 		b.endHold(hold.h, nil)
 	}
+	if q := x.quotas[a.Tenant]; q > 0 {
+		b.makeRoomInQuota(&a, q)
+	}
 	b.put(allocRef, &a)
 	for addr, c := range b.claims {
 		b.put(ClaimRef(addr), c)
@@ -174,6 +178,43 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		x.inFlight[*share] = b.plan
 	}
 	return b.plan, nil
+}
+
+// makeRoomInQuota ends holds of a's tenant (other owners', earliest expiry
+// first) while the addresses its allocations and holds keep would exceed
+// its quota q once a is allocated: holds count against the quota, so that
+// a tenant that churns owners cannot keep more addresses than its quota,
+// and releasing an owner still makes room for another at once.
+func (b *builder) makeRoomInQuota(a *ipam.Allocation, q uint64) {
+	x := b.x
+	keep := x.used[a.Tenant] + x.adding[a.Tenant] // a's addresses included
+	held := x.heldAddrs[a.Tenant]
+	own := a.Tenant + "/" + a.ID
+	if h, ok := x.holds[own]; ok {
+		held -= min(held, uint64(len(h.h.Allocation.Addrs))) // used or ended by this plan
+	}
+	if keep+held <= q {
+		return
+	}
+	var holds []*ipam.Hold
+	for id, e := range x.holds {
+		if e.h.Allocation.Tenant == a.Tenant && id != own {
+			holds = append(holds, e.h)
+		}
+	}
+	slices.SortFunc(holds, func(p, r *ipam.Hold) int {
+		if c := p.ExpireTime.Compare(r.ExpireTime); c != 0 {
+			return c
+		}
+		return strings.Compare(p.Allocation.ID, r.Allocation.ID)
+	})
+	for _, h := range holds {
+		if keep+held <= q {
+			return
+		}
+		b.endHold(h, a.Addrs)
+		held -= min(held, uint64(len(h.Allocation.Addrs)))
+	}
 }
 
 // TenantGuardRef returns the ref of the guard of a tenant's quota.
