@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -157,4 +158,19 @@ func TestTenantQuotaTwoReplicas(t *testing.T) {
 			_, _ = a.allocs.Release(ctxT(t), &ipamv1.ReleaseRequest{Parent: "tenants/q2", Owner: fmt.Sprintf("r%d-o%02d", round, i), Hold: durationpb.New(0)})
 		}
 	}
+}
+
+// Through gRPC: at its quota, a tenant that released an owner with a hold
+// can allocate another owner at once, and the pool then holds no more than
+// the quota (the hold was ended to make room).
+func TestTenantQuotaCountsHolds(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	mustPool(t, n, "qh", &ipamv1.Pool{Ranges: []string{"2001:db8:9f::/120"}, Tenants: []string{"qh"}})
+	createTenant(t, n, "qh", 2)
+	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "a"})
+	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "b"})
+	mustRelease(t, n, &ipamv1.ReleaseRequest{Parent: "tenants/qh", Owner: "a", Hold: dur(time.Hour)})
+	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "c"})
+	diff(t, "the pool's usage", []string{"IP_FAMILY_IPV6 size=256 used=2 free=254"}, usage(getPool(t, n, "qh")))
 }
