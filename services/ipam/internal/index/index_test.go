@@ -439,3 +439,29 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 		t.Errorf("under the quota, d's allocation deletes %v", d.Change.Deletes)
 	}
 }
+
+// At the quota in a full pool, the new owner reclaims a held address; the
+// hold it ends is not counted twice, and no other hold is ended for it.
+func TestQuotaWithReclaimedHold(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{
+		poolEvent(pool(t, "web", "192.0.2.0/31"), 1),
+		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
+	}, 2)
+	a := plan(t, x, "a")
+	commit(t, x, a, 3)
+	commit(t, x, plan(t, x, "b"), 4)
+	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 5)
+	c := plan(t, x, "c")
+	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("c did not reclaim a's held address (-want +got):\n%s", diff)
+	}
+	commit(t, x, c, 6)
+	if x.heldAddrs["c1"] != 0 || x.Used("c1") != 2 {
+		t.Errorf("after c: %d held, %d used; want 0 and 2", x.heldAddrs["c1"], x.Used("c1"))
+	}
+}

@@ -198,9 +198,14 @@ func (b *builder) makeRoomInQuota(a *ipam.Allocation, q uint64) {
 	}
 	var holds []*ipam.Hold
 	for id, e := range x.holds {
-		if e.h.Allocation.Tenant == a.Tenant && id != own {
-			holds = append(holds, e.h)
+		if e.h.Allocation.Tenant != a.Tenant || id == own {
+			continue
 		}
+		if slices.Contains(b.plan.Change.Deletes, RefOf(ipam.KindHold, a.Tenant, e.h.Allocation.ID)) {
+			held -= min(held, uint64(len(e.h.Allocation.Addrs))) // already ended by this plan (reclaimed)
+			continue
+		}
+		holds = append(holds, e.h)
 	}
 	slices.SortFunc(holds, func(p, r *ipam.Hold) int {
 		if c := p.ExpireTime.Compare(r.ExpireTime); c != 0 {
