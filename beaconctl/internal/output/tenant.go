@@ -9,7 +9,9 @@ import (
 )
 
 // TenantTable writes tenants as a table: NAME DISPLAY-NAME ADDRESSES(USED/MAX)
-// CREATED. A tenant without a quota shows its maximum as "unlimited".
+// CREATED. Addresses kept for released owners show as "+N held" after the
+// used ones (both count against the quota); a tenant without a quota shows
+// its maximum as "unlimited".
 func TenantTable(w io.Writer, tenants []*ipamv1.Tenant) error {
 	rows := make([][]string, 0, len(tenants))
 	for _, t := range tenants {
@@ -17,10 +19,14 @@ func TenantTable(w io.Writer, tenants []*ipamv1.Tenant) error {
 		if m := t.GetMaxAddresses(); m != 0 {
 			limit = fmt.Sprint(m)
 		}
+		used := fmt.Sprint(t.GetAddressesUsed())
+		if h := t.GetAddressesHeld(); h != 0 {
+			used += fmt.Sprintf("+%d held", h)
+		}
 		rows = append(rows, []string{
 			t.GetName(),
 			t.GetDisplayName(),
-			fmt.Sprintf("%d/%s", t.GetAddressesUsed(), limit),
+			used + "/" + limit,
 			Timestamp(t.GetCreateTime()),
 		})
 	}

@@ -33,17 +33,21 @@ type Tenant struct {
 	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
 	// For people.
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	// The most addresses the tenant may hold at once (every family counted);
-	// 0: no limit. Allocations past it fail with RESOURCE_EXHAUSTED.
+	// The most addresses the tenant may hold at once (every family counted,
+	// addresses kept for released owners included); 0: no limit. An
+	// allocation past it first ends the tenant's holds, earliest expiry
+	// first; if that is not enough it fails with RESOURCE_EXHAUSTED.
 	MaxAddresses uint64 `protobuf:"varint,4,opt,name=max_addresses,json=maxAddresses,proto3" json:"max_addresses,omitempty"`
-	// Output only. Addresses the tenant holds now.
+	// Output only. Addresses the tenant's allocations hold now.
 	AddressesUsed uint64 `protobuf:"varint,5,opt,name=addresses_used,json=addressesUsed,proto3" json:"addresses_used,omitempty"`
 	// Output only; send it back on update and delete for optimistic locking.
 	Etag string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
 	// Output only.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Output only.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Output only. Addresses kept for the tenant's released owners (holds).
+	AddressesHeld uint64 `protobuf:"varint,9,opt,name=addresses_held,json=addressesHeld,proto3" json:"addresses_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +136,13 @@ func (x *Tenant) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Tenant) GetAddressesHeld() uint64 {
+	if x != nil {
+		return x.AddressesHeld
+	}
+	return 0
 }
 
 // CreateTenantRequest is the request of CreateTenant.
@@ -661,7 +672,7 @@ var File_beacon_ipam_v1_tenant_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_tenant_proto_rawDesc = "" +
 	"\n" +
-	"\x1bbeacon/ipam/v1/tenant.proto\x12\x0ebeacon.ipam.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x02\n" +
+	"\x1bbeacon/ipam/v1/tenant.proto\x12\x0ebeacon.ipam.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x02\n" +
 	"\x06Tenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -672,7 +683,8 @@ const file_beacon_ipam_v1_tenant_proto_rawDesc = "" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x81\x01\n" +
+	"updateTime\x12%\n" +
+	"\x0eaddresses_held\x18\t \x01(\x04R\raddressesHeld\"\x81\x01\n" +
 	"\x13CreateTenantRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12.\n" +
 	"\x06tenant\x18\x02 \x01(\v2\x16.beacon.ipam.v1.TenantR\x06tenant\x12\x1d\n" +

@@ -269,6 +269,13 @@ func (x *Index) apply(ev ipam.Event) {
 	}
 }
 
+// Held returns the number of addresses kept in a tenant's holds.
+func (x *Index) Held(tenant string) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.heldAddrs[tenant]
+}
+
 // Used returns the number of addresses a tenant's allocations hold.
 func (x *Index) Used(tenant string) uint64 {
 	x.mu.Lock()

@@ -171,6 +171,21 @@ func TestTenantQuotaCountsHolds(t *testing.T) {
 	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "a"})
 	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "b"})
 	mustRelease(t, n, &ipamv1.ReleaseRequest{Parent: "tenants/qh", Owner: "a", Hold: dur(time.Hour)})
+	tenantUse := func() []uint64 {
+		t.Helper()
+		conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		got, err := ipamv1.NewTenantServiceClient(conn).GetTenant(ctxT(t), &ipamv1.GetTenantRequest{Name: "tenants/qh"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []uint64{got.GetTenant().GetAddressesUsed(), got.GetTenant().GetAddressesHeld()}
+	}
+	diff(t, "used and held after a's release", []uint64{1, 1}, tenantUse())
 	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "c"})
 	diff(t, "the pool's usage", []string{"IP_FAMILY_IPV6 size=256 used=2 free=254"}, usage(getPool(t, n, "qh")))
+	diff(t, "used and held after c", []uint64{2, 0}, tenantUse())
 }

@@ -45,6 +45,7 @@ type Reader interface {
 type Usage interface {
 	Usage(name string) []index.Usage
 	Used(tenant string) uint64
+	Held(tenant string) uint64
 }
 
 // NodeLease ties an announcer's registration to its session.

@@ -24,7 +24,7 @@ type tenantService struct {
 func (t *tenantService) toProto(tn *ipam.Tenant, rev int64) *ipamv1.Tenant {
 	return &ipamv1.Tenant{
 		Name: "tenants/" + tn.ID, Uid: tn.UID, DisplayName: tn.DisplayName, MaxAddresses: tn.MaxAddresses,
-		AddressesUsed: t.s.usage.Used(tn.ID), Etag: etag(rev), CreateTime: ts(tn.CreateTime), UpdateTime: ts(tn.UpdateTime),
+		AddressesUsed: t.s.usage.Used(tn.ID), AddressesHeld: t.s.usage.Held(tn.ID), Etag: etag(rev), CreateTime: ts(tn.CreateTime), UpdateTime: ts(tn.UpdateTime),
 	}
 }
 
