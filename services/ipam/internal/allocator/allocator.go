@@ -186,15 +186,23 @@ func (a *Allocator) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.idx.Progress() < rev {
-		_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if !a.idx.WaitProgress(wctx, rev) {
+	if !a.waitIndex(ctx, rev) {
 		a.logger.WarnContext(ctx, "index did not catch up with etcd in time", "revision", rev, "progress", a.idx.Progress())
 	}
 	return nil
+}
+
+// waitIndex waits, at most 2 s, until the index has seen every change up to
+// rev, asking etcd to report the watch's progress if it is behind; it
+// reports whether the index caught up.
+func (a *Allocator) waitIndex(ctx context.Context, rev int64) bool {
+	if a.idx.Progress() >= rev {
+		return true
+	}
+	_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return a.idx.WaitProgress(wctx, rev)
 }
 
 // confirm checks with etcd that an allocation the index holds is current;
@@ -252,13 +260,7 @@ func (a *Allocator) awaitGuards(ctx context.Context, fresh []ipam.Event) error {
 			rev = max(rev, ev.Rev)
 		}
 	}
-	if rev == 0 || a.idx.Progress() >= rev {
-		return nil
-	}
-	_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if a.idx.WaitProgress(wctx, rev) {
+	if rev == 0 || a.waitIndex(ctx, rev) {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {

@@ -402,19 +402,7 @@ func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
 // ends another owner's hold (earliest expiry first) in the same change,
 // rather than let the tenant keep more addresses than its quota.
 func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
-	x := New()
-	x.Apply([]ipam.Event{
-		poolEvent(pool(t, "web", "192.0.2.0/29"), 1),
-		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
-	}, 2)
-	a := plan(t, x, "a")
-	commit(t, x, a, 3)
-	commit(t, x, plan(t, x, "b"), 4)
-	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit(t, x, rel, 5)
+	x, a := atQuotaWithHold(t, "192.0.2.0/29")
 	if x.heldAddrs["c1"] != 1 || x.Used("c1") != 1 {
 		t.Fatalf("after the release: %d held, %d used; want 1 and 1", x.heldAddrs["c1"], x.Used("c1"))
 	}
@@ -429,7 +417,7 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 	}
 	// Under the quota, holds are left alone.
 	x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 10}, Rev: 7}}, 7)
-	rel, err = x.PlanRelease("c1", c.Alloc.ID, 0, time.Hour, t0)
+	rel, err := x.PlanRelease("c1", c.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,9 +431,25 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 // At the quota in a full pool, the new owner reclaims a held address; the
 // hold it ends is not counted twice, and no other hold is ended for it.
 func TestQuotaWithReclaimedHold(t *testing.T) {
+	x, a := atQuotaWithHold(t, "192.0.2.0/31")
+	c := plan(t, x, "c")
+	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
+		t.Fatalf("c did not reclaim a's held address (-want +got):\n%s", diff)
+	}
+	commit(t, x, c, 6)
+	if x.heldAddrs["c1"] != 0 || x.Used("c1") != 2 {
+		t.Errorf("after c: %d held, %d used; want 0 and 2", x.heldAddrs["c1"], x.Used("c1"))
+	}
+}
+
+// atQuotaWithHold returns an index with a pool of ranges and tenant c1 at
+// its quota of 2: owner a released with an hour's hold (returned, to name
+// its address) and b allocated.
+func atQuotaWithHold(t *testing.T, ranges string) (*Index, *Plan) {
+	t.Helper()
 	x := New()
 	x.Apply([]ipam.Event{
-		poolEvent(pool(t, "web", "192.0.2.0/31"), 1),
+		poolEvent(pool(t, "web", ranges), 1),
 		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
 	}, 2)
 	a := plan(t, x, "a")
@@ -456,12 +460,5 @@ func TestQuotaWithReclaimedHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, x, rel, 5)
-	c := plan(t, x, "c")
-	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
-		t.Fatalf("c did not reclaim a's held address (-want +got):\n%s", diff)
-	}
-	commit(t, x, c, 6)
-	if x.heldAddrs["c1"] != 0 || x.Used("c1") != 2 {
-		t.Errorf("after c: %d held, %d used; want 0 and 2", x.heldAddrs["c1"], x.Used("c1"))
-	}
+	return x, a
 }

@@ -26,10 +26,9 @@ type Plan struct {
 	// done is closed when the plan is committed or given up.
 	share *shareKey
 	done  chan struct{}
-	// adds is how many addresses the plan adds to its tenant's count while
-	// it is in flight (see Index.adding).
-	tenant string
-	adds   uint64
+	// adds is how many addresses the plan adds to its tenant's (Alloc's)
+	// count while it is in flight (see Index.adding).
+	adds uint64
 }
 
 // SharePending is returned by PlanAllocate when another allocation under
@@ -148,26 +147,25 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	}
 	// Allocations being committed count too: without them, concurrent
 	// requests would all pass against the same committed count.
-	if q := x.quotas[a.Tenant]; q > 0 && x.used[a.Tenant]+x.adding[a.Tenant]+uint64(len(a.Addrs)) > q {
+	q := x.quotas[a.Tenant] // 0: no quota
+	if q > 0 && x.used[a.Tenant]+x.adding[a.Tenant]+uint64(len(a.Addrs)) > q {
 		x.unreserveLocked(b.plan)
 		return nil, ipam.Refuse(ipam.ErrQuotaExceeded, "tenant %q holds %d of its %d addresses (%d more being allocated); %d more would exceed its quota",
 			a.Tenant, x.used[a.Tenant], q, x.adding[a.Tenant], len(a.Addrs))
 	}
-	b.plan.tenant, b.plan.adds = a.Tenant, uint64(len(a.Addrs))
+	b.plan.adds = uint64(len(a.Addrs))
 	x.adding[a.Tenant] += b.plan.adds
 	if hasHold && a.Addrs != nil && !slices.Equal(a.Addrs, hold.h.Allocation.Addrs) {
 		// The owner came back asking for something its hold cannot give:
 		// end the hold in the same change, so its addresses do not leak.
 		b.endHold(hold.h, nil)
 	}
-	if q := x.quotas[a.Tenant]; q > 0 {
-		b.makeRoomInQuota(&a, q)
-	}
 	b.put(allocRef, &a)
 	for addr, c := range b.claims {
 		b.put(ClaimRef(addr), c)
 	}
-	if x.quotas[a.Tenant] > 0 {
+	if q > 0 {
+		b.makeRoomInQuota(&a, q)
 		b.put(TenantGuardRef(a.Tenant), &ipam.TenantGuard{Tenant: a.Tenant})
 	}
 	if share != nil && b.takesNewUnder(a.Tenant, a.SharingKey) {
@@ -535,8 +533,9 @@ func (x *Index) unreserveLocked(p *Plan) {
 	}
 	p.reserved = nil
 	if p.adds > 0 {
-		if x.adding[p.tenant] -= p.adds; x.adding[p.tenant] == 0 {
-			delete(x.adding, p.tenant)
+		t := p.Alloc.Tenant
+		if x.adding[t] -= p.adds; x.adding[t] == 0 {
+			delete(x.adding, t)
 		}
 		p.adds = 0
 	}

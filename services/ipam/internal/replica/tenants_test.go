@@ -86,28 +86,10 @@ func TestTenantQuotaConcurrent(t *testing.T) {
 	createTenant(t, n, "qc", 5)
 	// The replica applies its own tenant change to its index at once.
 	const callers = 32
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok, refused := 0, 0
-	start := make(chan struct{})
-	for i := range callers {
-		wg.Go(func() {
-			<-start
-			_, err := allocate(ctxT(t), n, "qc", &ipamv1.Allocation{Owner: fmt.Sprintf("o%02d", i)})
-			mu.Lock()
-			defer mu.Unlock()
-			switch status.Code(err) {
-			case codes.OK:
-				ok++
-			case codes.ResourceExhausted:
-				refused++
-			default:
-				t.Errorf("owner %d: %v", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	ok, refused := allocateAtOnce(t, callers, func(i int) error {
+		_, err := allocate(ctxT(t), n, "qc", &ipamv1.Allocation{Owner: fmt.Sprintf("o%02d", i)})
+		return err
+	})
 	if ok != 5 || refused != callers-5 {
 		t.Fatalf("%d allocated and %d refused, want 5 and %d", ok, refused, callers-5)
 	}
@@ -128,28 +110,11 @@ func TestTenantQuotaTwoReplicas(t *testing.T) {
 	nodes := []*node{a, b}
 	for round := range 3 {
 		const callers = 24
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		ok := 0
-		start := make(chan struct{})
-		for i := range callers {
-			wg.Go(func() {
-				<-start
-				pool := []string{"pools/q2a", "pools/q2b"}[i%2]
-				_, err := allocate(ctxT(t), nodes[i%2], "q2", &ipamv1.Allocation{Owner: fmt.Sprintf("r%d-o%02d", round, i), RequestedPool: pool})
-				mu.Lock()
-				defer mu.Unlock()
-				switch status.Code(err) {
-				case codes.OK:
-					ok++
-				case codes.ResourceExhausted:
-				default:
-					t.Errorf("owner %d: %v", i, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		ok, _ := allocateAtOnce(t, callers, func(i int) error {
+			pool := []string{"pools/q2a", "pools/q2b"}[i%2]
+			_, err := allocate(ctxT(t), nodes[i%2], "q2", &ipamv1.Allocation{Owner: fmt.Sprintf("r%d-o%02d", round, i), RequestedPool: pool})
+			return err
+		})
 		if ok != 5 {
 			t.Fatalf("round %d: %d allocated, want 5 (the quota)", round, ok)
 		}
@@ -188,4 +153,33 @@ func TestTenantQuotaCountsHolds(t *testing.T) {
 	mustAllocate(t, n, "qh", &ipamv1.Allocation{Owner: "c"})
 	diff(t, "the pool's usage", []string{"IP_FAMILY_IPV6 size=256 used=2 free=254"}, usage(getPool(t, n, "qh")))
 	diff(t, "used and held after c", []uint64{2, 0}, tenantUse())
+}
+
+// allocateAtOnce runs call for 0..n-1 at the same instant and counts the
+// calls that succeeded and those refused RESOURCE_EXHAUSTED; any other
+// answer fails the test.
+func allocateAtOnce(t *testing.T, n int, call func(i int) error) (ok, refused int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			err := call(i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch status.Code(err) {
+			case codes.OK:
+				ok++
+			case codes.ResourceExhausted:
+				refused++
+			default:
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ok, refused
 }
