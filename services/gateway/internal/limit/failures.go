@@ -3,14 +3,7 @@ package limit
 import (
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Failures limits how often callers from one network may fail to
@@ -22,11 +15,9 @@ import (
 // certificate or a token the gateway already knows are never refused here,
 // so one misbehaving client cannot lock out the others behind its NAT.
 type Failures struct {
-	cfg Config
-	now func() time.Time
-
-	mu      sync.Mutex
-	buckets map[netip.Prefix]*bucket
+	cfg     Config
+	now     func() time.Time
+	buckets buckets[netip.Prefix]
 }
 
 // maxFailureBuckets bounds the buckets kept: client prefixes are the
@@ -35,10 +26,8 @@ const maxFailureBuckets = 10000
 
 // NewFailures returns a Failures; with cfg.Rate 0 it refuses nothing.
 func NewFailures(cfg Config) *Failures {
-	if cfg.Burst <= 0 {
-		cfg.Burst = max(1, int(cfg.Rate+0.999))
-	}
-	return &Failures{cfg: cfg, now: time.Now, buckets: map[netip.Prefix]*bucket{}}
+	cfg = cfg.withDefaults()
+	return &Failures{cfg: cfg, now: time.Now, buckets: buckets[netip.Prefix]{cfg: cfg, max: maxFailureBuckets, evictAny: true}}
 }
 
 // prefixOf returns the bucket key of a client address.
@@ -59,9 +48,7 @@ func (f *Failures) Blocked(a netip.Addr) time.Duration {
 		return 0
 	}
 	now := f.now()
-	f.mu.Lock()
-	b := f.buckets[prefixOf(a)]
-	f.mu.Unlock()
+	b := f.buckets.lookup(prefixOf(a))
 	if b == nil || b.lim.TokensAt(now) >= 1 {
 		return 0
 	}
@@ -77,40 +64,14 @@ func (f *Failures) Failed(a netip.Addr) {
 		return
 	}
 	now := f.now()
-	p := prefixOf(a)
-	f.mu.Lock()
-	b := f.buckets[p]
-	if b == nil {
-		if len(f.buckets) >= maxFailureBuckets {
-			for k, old := range f.buckets {
-				if now.Sub(old.last) > time.Minute || len(f.buckets) >= maxFailureBuckets {
-					delete(f.buckets, k)
-				}
-				if len(f.buckets) < maxFailureBuckets/2 {
-					break
-				}
-			}
-		}
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(f.cfg.Rate), f.cfg.Burst)}
-		f.buckets[p] = b
-	}
-	b.last = now
-	f.mu.Unlock()
-	b.lim.AllowN(now, 1)
+	f.buckets.get(prefixOf(a), now).lim.AllowN(now, 1)
 }
 
 // Refuse returns the error of a call refused because its network failed to
 // authenticate too often: ResourceExhausted with google.rpc.RetryInfo and
 // google.rpc.ErrorInfo (reason AUTH_FAILURES_LIMITED).
 func (f *Failures) Refuse(wait time.Duration) error {
-	wait = max(time.Millisecond, wait.Round(time.Millisecond))
-	st := status.New(codes.ResourceExhausted,
-		fmt.Sprintf("too many failed authentications from this network (%g/s, burst %d); retry in %v", f.cfg.Rate, f.cfg.Burst, wait))
-	if d, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)},
-		&errdetails.ErrorInfo{Reason: "AUTH_FAILURES_LIMITED", Domain: "gateway.beacon"},
-	); err == nil {
-		st = d
-	}
-	return st.Err()
+	wait = roundWait(wait)
+	return exhausted(fmt.Sprintf("too many failed authentications from this network (%g/s, burst %d); retry in %v", f.cfg.Rate, f.cfg.Burst, wait),
+		wait, "AUTH_FAILURES_LIMITED", nil)
 }

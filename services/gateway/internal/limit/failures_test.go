@@ -74,7 +74,7 @@ func TestFailuresBucketsBounded(t *testing.T) {
 		// 2001:db8:0:i::1, one /64 each (documentation space, in memory only).
 		f.Failed(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, byte(i >> 8), byte(i), 15: 1}))
 	}
-	if n := len(f.buckets); n > maxFailureBuckets {
+	if n := len(f.buckets.m); n > maxFailureBuckets {
 		t.Errorf("%d buckets, want at most %d", n, maxFailureBuckets)
 	}
 }

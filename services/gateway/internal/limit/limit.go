@@ -27,19 +27,12 @@ type Config struct {
 
 // Limiter holds the buckets.
 type Limiter struct {
-	cfg Config
-	now func() time.Time
-
-	mu      sync.Mutex
-	buckets map[key]*bucket
+	cfg     Config
+	now     func() time.Time
+	buckets buckets[key]
 }
 
 type key struct{ role, tenant string }
-
-type bucket struct {
-	lim  *rate.Limiter
-	last time.Time
-}
 
 // maxIdleBuckets is how many buckets are kept before idle ones are
 // dropped; callers are authenticated, so this bounds nothing an attacker
@@ -48,10 +41,8 @@ const maxIdleBuckets = 10000
 
 // New returns a Limiter; with cfg.Rate 0 it allows everything.
 func New(cfg Config) *Limiter {
-	if cfg.Burst <= 0 {
-		cfg.Burst = max(1, int(math.Ceil(cfg.Rate)))
-	}
-	return &Limiter{cfg: cfg, now: time.Now, buckets: map[key]*bucket{}}
+	cfg = cfg.withDefaults()
+	return &Limiter{cfg: cfg, now: time.Now, buckets: buckets[key]{cfg: cfg, max: maxIdleBuckets}}
 }
 
 // Allow takes one token from the bucket of role and tenant and returns 0;
@@ -62,23 +53,7 @@ func (l *Limiter) Allow(role, tenant string) time.Duration {
 		return 0
 	}
 	now := l.now()
-	k := key{role, tenant}
-	l.mu.Lock()
-	b := l.buckets[k]
-	if b == nil {
-		if len(l.buckets) >= maxIdleBuckets {
-			for k, old := range l.buckets {
-				if now.Sub(old.last) > time.Minute {
-					delete(l.buckets, k)
-				}
-			}
-		}
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.cfg.Rate), l.cfg.Burst)}
-		l.buckets[k] = b
-	}
-	b.last = now
-	l.mu.Unlock()
-
+	b := l.buckets.get(key{role, tenant}, now)
 	r := b.lim.ReserveN(now, 1)
 	if !r.OK() {
 		return time.Second
@@ -95,22 +70,92 @@ func (l *Limiter) Allow(role, tenant string) time.Duration {
 // google.rpc.RetryInfo (wait) and google.rpc.ErrorInfo (reason
 // RATE_LIMITED).
 func (l *Limiter) Refuse(role, tenant string, wait time.Duration) error {
-	// Whole milliseconds, at least one, so that a client sleeping for the
-	// delay finds a token.
-	wait = max(time.Millisecond, wait.Round(time.Millisecond))
+	wait = roundWait(wait)
 	who := role
 	if tenant != "" {
 		who = role + " of tenants/" + tenant
 	}
-	st := status.New(codes.ResourceExhausted,
-		fmt.Sprintf("rate limit for %s exceeded (%g calls/s, burst %d); retry in %v", who, l.cfg.Rate, l.cfg.Burst, wait))
 	meta := map[string]string{"role": role}
 	if tenant != "" {
 		meta["tenant"] = tenant
 	}
+	return exhausted(fmt.Sprintf("rate limit for %s exceeded (%g calls/s, burst %d); retry in %v", who, l.cfg.Rate, l.cfg.Burst, wait),
+		wait, "RATE_LIMITED", meta)
+}
+
+// withDefaults fills in Burst: Rate rounded up, at least 1.
+func (c Config) withDefaults() Config {
+	if c.Burst <= 0 {
+		c.Burst = max(1, int(math.Ceil(c.Rate)))
+	}
+	return c
+}
+
+// bucket is one token bucket and when it was last used.
+type bucket struct {
+	lim  *rate.Limiter
+	last time.Time
+}
+
+// buckets is a bounded set of token buckets by key. Past max, buckets idle
+// for a minute are dropped when a new one is made; with evictAny (keys an
+// attacker chooses), any bucket is dropped while there are max or more, and
+// idle ones down to half of max.
+type buckets[K comparable] struct {
+	cfg      Config
+	max      int
+	evictAny bool
+
+	mu sync.Mutex
+	m  map[K]*bucket
+}
+
+// lookup returns the bucket of k, or nil.
+func (s *buckets[K]) lookup(k K) *bucket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k]
+}
+
+// get returns the bucket of k, made if missing, marked used at now.
+func (s *buckets[K]) get(k K, now time.Time) *bucket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.m[k]
+	if b == nil {
+		if s.m == nil {
+			s.m = make(map[K]*bucket)
+		}
+		if len(s.m) >= s.max {
+			for k, old := range s.m {
+				if now.Sub(old.last) > time.Minute || s.evictAny && len(s.m) >= s.max {
+					delete(s.m, k)
+				}
+				if s.evictAny && len(s.m) < s.max/2 {
+					break
+				}
+			}
+		}
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(s.cfg.Rate), s.cfg.Burst)}
+		s.m[k] = b
+	}
+	b.last = now
+	return b
+}
+
+// roundWait rounds a wait to whole milliseconds, at least one, so that a
+// client sleeping for it finds a token.
+func roundWait(wait time.Duration) time.Duration {
+	return max(time.Millisecond, wait.Round(time.Millisecond))
+}
+
+// exhausted is a refusal to retry after wait: ResourceExhausted carrying
+// google.rpc.RetryInfo and google.rpc.ErrorInfo (reason, meta).
+func exhausted(msg string, wait time.Duration, reason string, meta map[string]string) error {
+	st := status.New(codes.ResourceExhausted, msg)
 	if d, err := st.WithDetails(
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)},
-		&errdetails.ErrorInfo{Reason: "RATE_LIMITED", Domain: "gateway.beacon", Metadata: meta},
+		&errdetails.ErrorInfo{Reason: reason, Domain: "gateway.beacon", Metadata: meta},
 	); err == nil {
 		st = d
 	}
