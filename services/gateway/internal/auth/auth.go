@@ -122,18 +122,28 @@ func (a *Authenticator) Decidable(c Credentials) bool {
 	if !c.HasAuthorization {
 		return true
 	}
-	scheme, secret, ok := strings.Cut(c.Authorization, " ")
-	secret = strings.TrimSpace(secret)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" || a.tokens == nil {
+	secret, ok := bearerSecret(c.Authorization)
+	if !ok || a.tokens == nil || a.isBootstrap(secret) {
 		return true
 	}
-	if a.bootstrap != nil {
-		h := sha256.Sum256([]byte(secret))
-		if subtle.ConstantTimeCompare(h[:], a.bootstrap) == 1 {
-			return true
-		}
-	}
 	return a.tokens.Cached(secret)
+}
+
+// bearerSecret returns the secret of an "authorization: Bearer SECRET"
+// value; ok is false when the value has another form.
+func bearerSecret(authorization string) (secret string, ok bool) {
+	scheme, secret, ok := strings.Cut(authorization, " ")
+	secret = strings.TrimSpace(secret)
+	return secret, ok && strings.EqualFold(scheme, "Bearer") && secret != ""
+}
+
+// isBootstrap reports whether secret is the bootstrap admin secret.
+func (a *Authenticator) isBootstrap(secret string) bool {
+	if a.bootstrap == nil {
+		return false
+	}
+	h := sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(h[:], a.bootstrap) == 1
 }
 
 // Authenticate returns the caller's identity, or a gRPC status error:
@@ -142,16 +152,12 @@ func (a *Authenticator) Decidable(c Credentials) bool {
 // decides; otherwise the client certificate does.
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Identity, error) {
 	if c.HasAuthorization {
-		scheme, secret, ok := strings.Cut(c.Authorization, " ")
-		secret = strings.TrimSpace(secret)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		secret, ok := bearerSecret(c.Authorization)
+		if !ok {
 			return Identity{}, status.Error(codes.Unauthenticated, `authorization must be one "Bearer SECRET"`)
 		}
-		if a.bootstrap != nil {
-			h := sha256.Sum256([]byte(secret))
-			if subtle.ConstantTimeCompare(h[:], a.bootstrap) == 1 {
-				return Identity{Role: ipamv1.Role_ROLE_ADMIN, Actor: BootstrapActor}, nil
-			}
+		if a.isBootstrap(secret) {
+			return Identity{Role: ipamv1.Role_ROLE_ADMIN, Actor: BootstrapActor}, nil
 		}
 		if a.tokens == nil {
 			return Identity{}, status.Error(codes.Unauthenticated, "invalid token")

@@ -81,7 +81,7 @@ var errInvalidToken = status.Error(codes.Unauthenticated, "invalid, revoked or e
 // Unauthenticated for a secret the IPAM does not know (or no longer
 // knows), Unavailable when it could not be asked.
 func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error) {
-	if !strings.HasPrefix(secret, SecretPrefix) || len(secret) > 128 {
+	if !wellFormed(secret) {
 		return Identity{}, errInvalidToken
 	}
 	key := sha256.Sum256([]byte(secret))
@@ -128,6 +128,12 @@ func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error
 	return v.(Identity), nil
 }
 
+// wellFormed reports whether secret has the form of a Beacon token secret
+// (anything else is refused without asking the IPAM).
+func wellFormed(secret string) bool {
+	return strings.HasPrefix(secret, SecretPrefix) && len(secret) <= 128
+}
+
 // Forget drops the cached answer for the secret whose SHA-256 is hexHash
 // (a revoked token): the next call with it asks the IPAM.
 func (c *TokenCache) Forget(hexHash string) {
@@ -151,7 +157,7 @@ func (c *TokenCache) ForgetAll() {
 // Cached reports whether Verify would answer secret from the cache (or
 // refuse it on its form) without asking the IPAM.
 func (c *TokenCache) Cached(secret string) bool {
-	if !strings.HasPrefix(secret, SecretPrefix) || len(secret) > 128 {
+	if !wellFormed(secret) {
 		return true
 	}
 	key := sha256.Sum256([]byte(secret))
