@@ -37,6 +37,7 @@ func run() (err error) {
 	out := fs.String("out", "", "also append the BENCH lines to this file")
 	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, fanout (default: all)")
 	etcdProcess := fs.Bool("etcd-process", false, "run etcd in a child process (as a separate etcd cluster in production) instead of in the benchmark's own process (as ipamd embeds it)")
+	dial := fs.Bool("dial", false, "the replica reaches the embedded etcd over loopback, as an external client would, instead of in process as ipamd does")
 	etcdCluster := fs.String("etcd-cluster", "", "run the load against a cluster of real etcd processes started from this etcd binary (see --etcd-members)")
 	etcdMembers := fs.Int("etcd-members", 3, "the size of the --etcd-cluster")
 	suffix := fs.String("suffix", "", "append this to the name of every load figure (e.g. _etcd3)")
@@ -76,7 +77,7 @@ func run() (err error) {
 		defer func() { err = errors.Join(err, writeHeapProfile(*memprofile)) }()
 	}
 	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand,
-		Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Suffix: *suffix, Log: os.Stderr})
+		Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Dial: *dial, Suffix: *suffix, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

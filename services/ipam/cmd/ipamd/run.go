@@ -43,31 +43,12 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		_ = tel.Shutdown(sctx)
 	}()
 
-	endpoints := cfg.EtcdEndpoints
-	if len(endpoints) == 0 {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("data dir: %w", err)
-		}
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer emb.Close()
-		endpoints = emb.Endpoints()
-		logger.InfoContext(ctx, "embedded etcd started", "data_dir", cfg.DataDir, "endpoints", endpoints)
-	}
-	dc := store.DialConfig{Endpoints: endpoints, Username: cfg.EtcdUsername, Password: cfg.EtcdPassword}
-	if cfg.EtcdCA != "" || cfg.EtcdCert != "" {
-		if dc.TLS, err = store.ClientTLS(cfg.EtcdCA, cfg.EtcdCert, cfg.EtcdKey); err != nil {
-			return err
-		}
-	}
-	client, err := store.Dial(ctx, dc)
+	etcd, err := connectEtcd(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = client.Close() }()
-	rep := replica.New(client, logger, replica.Options{
+	defer func() { _ = etcd.close() }()
+	rep := replica.New(etcd.client, logger, replica.Options{
 		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout,
 		Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
 	})
@@ -161,4 +142,50 @@ func serverTLS(cfg config) (credentials.TransportCredentials, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return credentials.NewTLS(tc), nil
+}
+
+// etcdConn is the replica's etcd client and what must stop with it.
+type etcdConn struct {
+	client *store.Client
+	emb    *store.Embedded // nil with external etcd
+}
+
+// connectEtcd connects to the configured etcd cluster or, with no
+// endpoints, starts etcd in this process and calls it in process (no
+// socket in between; its client URL stays open for etcdctl and for other
+// replicas).
+func connectEtcd(ctx context.Context, cfg config, logger *slog.Logger) (*etcdConn, error) {
+	if len(cfg.EtcdEndpoints) == 0 {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		logger.InfoContext(ctx, "embedded etcd started", "data_dir", cfg.DataDir, "endpoints", emb.Endpoints())
+		return &etcdConn{client: emb.Client(), emb: emb}, nil
+	}
+	dc := store.DialConfig{Endpoints: cfg.EtcdEndpoints, Username: cfg.EtcdUsername, Password: cfg.EtcdPassword}
+	if cfg.EtcdCA != "" || cfg.EtcdCert != "" {
+		tc, err := store.ClientTLS(cfg.EtcdCA, cfg.EtcdCert, cfg.EtcdKey)
+		if err != nil {
+			return nil, err
+		}
+		dc.TLS = tc
+	}
+	c, err := store.Dial(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	return &etcdConn{client: c}, nil
+}
+
+// close closes the client, then stops the embedded etcd if there is one.
+func (c *etcdConn) close() error {
+	err := c.client.Close()
+	if c.emb != nil {
+		c.emb.Close()
+	}
+	return err
 }

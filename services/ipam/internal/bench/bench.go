@@ -43,6 +43,10 @@ type Config struct {
 	// real etcd processes instead (the shape of a production IPAM, whose
 	// replicas share an etcd cluster).
 	Cluster EtcdCluster
+	// Dial makes the replica reach an etcd embedded in this process over
+	// loopback, as an external client would, instead of in process as
+	// ipamd does (store.Embedded.Client); to measure what that saves.
+	Dial bool
 	// Suffix is appended to the name of every load figure, so that runs
 	// against different etcds can be told apart ("_etcd3").
 	Suffix string
@@ -129,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	}
 
 	etcdLog := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster, etcdLog)
+	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster, cfg.Dial, etcdLog)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +148,9 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	case cfg.EtcdCommand != nil:
 		where = "in a child process"
 	}
-	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v\n", where, env.dir, env.endpoints)
+	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v, replica %s\n", where, env.dir, env.endpoints, env.replicaReach)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	node, err := startBeacon(ctx, env.client, logger, replica.Options{CommitWorkers: cfg.CommitWorkers})
+	node, err := startBeacon(ctx, env.replica, logger, replica.Options{CommitWorkers: cfg.CommitWorkers})
 	if err != nil {
 		return nil, err
 	}
@@ -154,17 +158,17 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 
 	var targets []target
 	if cfg.runs("raw") {
-		targets = append(targets, target{"raw", func(run string) opFunc { return rawOp(env.client, "/bench/raw/"+run+"/") }})
+		targets = append(targets, target{"raw", func(run string) opFunc { return rawOp(env.client.Etcd(), "/bench/raw/"+run+"/") }})
 	}
 	if cfg.runs("beacon") {
 		targets = append(targets, target{"beacon", node.allocOp})
 	}
 	if cfg.runs("raw3") {
-		lease, err := env.client.Grant(ctx, 3600)
+		lease, err := env.client.Etcd().Grant(ctx, 3600)
 		if err != nil {
 			return nil, fmt.Errorf("grant the raw3 lease: %w", err)
 		}
-		targets = append(targets, target{"raw3", func(run string) opFunc { return raw3Op(env.client, "/bench/raw3/"+run+"/", lease.ID) }})
+		targets = append(targets, target{"raw3", func(run string) opFunc { return raw3Op(env.client.Etcd(), "/bench/raw3/"+run+"/", lease.ID) }})
 	}
 	if cfg.runs("echo") {
 		targets = append(targets, target{"echo", node.echoOp})
@@ -213,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	var fan []Figure
 	if cfg.runs("fanout") {
 		fmt.Fprintln(log, "== fan-out to 1,000 subscribed announcers")
-		if fan, err = fanout(ctx, env.client, log); err != nil {
+		if fan, err = fanout(ctx, env.replica, log); err != nil {
 			return nil, err
 		}
 	}

@@ -33,14 +33,19 @@ import (
 type etcdEnv struct {
 	dir       string
 	endpoints []string
-	client    *clientv3.Client
-	stop      func() error
+	// client reaches etcd over loopback: the raw references use it.
+	client *store.Client
+	// replica is the replica's client: in process when etcd is embedded
+	// here (as ipamd does), else client. replicaReach says which.
+	replica      *store.Client
+	replicaReach string
+	stop         func() error
 }
 
 // startEtcd starts etcd in this process, with command (not nil) in a child
 // process that runs ServeEtcd, or, with cluster.Binary set, as a cluster of
 // real etcd processes.
-func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, logger *slog.Logger) (env *etcdEnv, err error) {
+func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial bool, logger *slog.Logger) (env *etcdEnv, err error) {
 	dir, err := os.MkdirTemp("", "ipam-bench-")
 	if err != nil {
 		return nil, err
@@ -63,6 +68,9 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, logge
 		}
 		env.endpoints = emb.Endpoints()
 		env.stop = func() error { emb.Close(); return nil }
+		if !dial {
+			env.replica, env.replicaReach = emb.Client(), "in process"
+		}
 	default:
 		if env.endpoints, env.stop, err = startChild(ctx, command, dir); err != nil {
 			return nil, err
@@ -72,12 +80,18 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, logge
 	if err != nil {
 		return nil, errors.Join(err, env.stop())
 	}
+	if env.replica == nil {
+		env.replica, env.replicaReach = env.client, "over loopback"
+	}
 	return env, nil
 }
 
 // close stops etcd and removes its data.
 func (e *etcdEnv) close() error {
-	_ = e.client.Close() // etcd is stopping anyway
+	if e.replica != e.client {
+		_ = e.replica.Close() // etcd is stopping anyway
+	}
+	_ = e.client.Close()
 	return errors.Join(e.stop(), os.RemoveAll(e.dir))
 }
 
@@ -85,7 +99,7 @@ func (e *etcdEnv) close() error {
 // adds one, so the difference over a window counts the transactions
 // committed in it.
 func (e *etcdEnv) revision(ctx context.Context) (int64, error) {
-	resp, err := e.client.Get(ctx, "/bench/revision", clientv3.WithCountOnly())
+	resp, err := e.client.Etcd().Get(ctx, "/bench/revision", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("read etcd revision: %w", err)
 	}
@@ -162,7 +176,7 @@ type beaconNode struct {
 	stop   func() error
 }
 
-func startBeacon(ctx context.Context, client *clientv3.Client, logger *slog.Logger, opts replica.Options) (*beaconNode, error) {
+func startBeacon(ctx context.Context, client *store.Client, logger *slog.Logger, opts replica.Options) (*beaconNode, error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rep := replica.New(client, logger, opts)
 	if err := rep.Load(ctx); err != nil {

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
 // Fan-out: how long one allocation takes to reach every subscribed
@@ -94,7 +94,7 @@ func (s *subscriber) at(prefix string) (time.Time, bool) {
 // every subscriber and allocation), feed_fanout_1000_max (ms), and
 // feed_bytes_per_subscription (heap growth of the whole process, server
 // and in-process clients together, per subscription).
-func fanout(ctx context.Context, client *clientv3.Client, log io.Writer) ([]Figure, error) {
+func fanout(ctx context.Context, client *store.Client, log io.Writer) ([]Figure, error) {
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	node, err := startBeacon(ctx, client, logger, replica.Options{Heartbeat: 2 * time.Second})
 	if err != nil {

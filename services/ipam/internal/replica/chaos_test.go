@@ -30,7 +30,7 @@ func TestTwoReplicasRandomOpsKeepInvariants(t *testing.T) {
 	const tenant, quota = "chaos", 24
 	mustPool(t, a, "chaos4", &ipamv1.Pool{Ranges: []string{"192.0.2.0/27"}, Tenants: []string{tenant}})
 	createTenant(t, a, tenant, quota)
-	b := startNode(t, env.client, replica.Options{})
+	b := startNode(t, env.dial(t), replica.Options{})
 	nodes := []*node{a, b}
 
 	keys := []string{"", "", "k1", "k2", "k3"}
@@ -47,7 +47,7 @@ func TestTwoReplicasRandomOpsKeepInvariants(t *testing.T) {
 func TestReplicaStoppedMidLoadKeepsInvariants(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	a := startNode(t, env.client, replica.Options{})
-	b := startNode(t, env.client, replica.Options{})
+	b := startNode(t, env.dial(t), replica.Options{})
 	const tenant = "midstop"
 	mustPool(t, a, "midstop", &ipamv1.Pool{Ranges: []string{"198.51.100.0/27"}, Tenants: []string{tenant}})
 	keys := []string{"", "k1", "k2"}

@@ -11,6 +11,7 @@ import (
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
 // wantOpaque fails unless err has the code and exactly the message, which
@@ -35,7 +36,7 @@ func TestInternalErrorsSayNothing(t *testing.T) {
 	n := startNode(t, env.client, replica.Options{})
 	name := nameOf("broken", "ns/svc")
 	key := "/beacon/v1/state/allocs/broken/" + allocationID("ns/svc")
-	if _, err := env.client.Put(ctxT(t), key, "{not json"); err != nil {
+	if _, err := env.client.Etcd().Put(ctxT(t), key, "{not json"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := n.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: name})
@@ -50,7 +51,7 @@ func TestInternalErrorsSayNothing(t *testing.T) {
 // does not queue behind the dead ones.
 func TestDeadEtcdFailsFast(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
-	n := startNode(t, env.client, replica.Options{EtcdCallTimeout: 500 * time.Millisecond})
+	n := startNode(t, env.dial(t), replica.Options{EtcdCallTimeout: 500 * time.Millisecond})
 	mustPool(t, n, "dead", &ipamv1.Pool{Ranges: []string{"192.0.2.0/29"}, Tenants: []string{"dead"}})
 	env.kill()
 
@@ -72,17 +73,40 @@ func TestDeadEtcdFailsFast(t *testing.T) {
 	}
 }
 
-// With the replica's etcd connection gone, calls fail as Unavailable (retry),
-// without etcd's own words or the keys it was asked for.
+// With the replica's etcd connection gone (closed under a replica on an
+// external etcd, or the embedded etcd stopped under an in-process client),
+// calls fail as Unavailable (retry), without etcd's own words or the keys
+// it was asked for.
 func TestStorageErrorsSayNothing(t *testing.T) {
-	env := startEtcd(t, t.TempDir())
-	n := startNode(t, env.client, replica.Options{})
-	mustPool(t, n, "gone", &ipamv1.Pool{Ranges: []string{"192.0.2.0/29"}, Tenants: []string{"gone"}})
-	env.client.Close() // as when ipamd shuts down while serving
+	for _, tc := range []struct {
+		name string
+		// cut connects a replica to env and, once it has a pool, cuts it off.
+		client func(t *testing.T, env *etcdEnv) *store.Client
+		cut    func(env *etcdEnv, c *store.Client)
+	}{
+		{
+			name:   "connection closed",
+			client: func(t *testing.T, env *etcdEnv) *store.Client { return env.dial(t) },
+			cut:    func(_ *etcdEnv, c *store.Client) { _ = c.Close() }, // as when ipamd shuts down while serving
+		},
+		{
+			name:   "embedded etcd stopped",
+			client: func(_ *testing.T, env *etcdEnv) *store.Client { return env.client },
+			cut:    func(env *etcdEnv, _ *store.Client) { env.kill() },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startEtcd(t, t.TempDir())
+			c := tc.client(t, env)
+			n := startNode(t, c, replica.Options{})
+			mustPool(t, n, "gone", &ipamv1.Pool{Ranges: []string{"192.0.2.0/29"}, Tenants: []string{"gone"}})
+			tc.cut(env, c)
 
-	// Each call takes etcd's client about 2.5 s of retries to give up.
-	_, err := n.pools.GetPool(ctxT(t), &ipamv1.GetPoolRequest{Name: "pools/gone"})
-	wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
-	_, err = n.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/gone", Allocation: &ipamv1.Allocation{Owner: "o"}})
-	wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+			// Each call takes etcd's client about 2.5 s of retries to give up.
+			_, err := n.pools.GetPool(ctxT(t), &ipamv1.GetPoolRequest{Name: "pools/gone"})
+			wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+			_, err = n.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/gone", Allocation: &ipamv1.Allocation{Owner: "o"}})
+			wantOpaque(t, err, codes.Unavailable, "storage unavailable; retry")
+		})
+	}
 }

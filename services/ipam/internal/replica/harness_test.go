@@ -23,15 +23,18 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
-// etcdEnv is a real embedded etcd for one test.
+// etcdEnv is a real embedded etcd for one test. client calls it in
+// process, as ipamd does when it embeds etcd; dial gives clients that reach
+// it over loopback, as replicas on an external etcd do.
 type etcdEnv struct {
 	dir    string
 	emb    *store.Embedded
 	client *store.Client
-	killed bool // etcd stopped by the test; the client remains
+	dialed []*store.Client
+	killed bool // etcd stopped by the test; the clients remain
 }
 
-// kill stops etcd and leaves the client trying to reach it, as when an
+// kill stops etcd and leaves the clients trying to reach it, as when an
 // etcd member dies.
 func (e *etcdEnv) kill() {
 	if !e.killed {
@@ -50,26 +53,33 @@ func startEtcd(t *testing.T, dir string) *etcdEnv {
 	return e
 }
 
-// openEtcd starts an embedded etcd in dir and connects a client to it.
+// openEtcd starts an embedded etcd in dir with an in-process client.
 func openEtcd(dir string) (*etcdEnv, error) {
-	ctx := context.Background()
-	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, LogLevel: "fatal"})
+	emb, err := store.StartEmbedded(context.Background(), store.EmbeddedConfig{Dir: dir, LogLevel: "fatal"})
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
-	client, err := store.Dial(ctx, store.DialConfig{Endpoints: emb.Endpoints()})
+	return &etcdEnv{dir: dir, emb: emb, client: emb.Client()}, nil
+}
+
+// dial returns a new client that reaches etcd over loopback; stop closes it.
+func (e *etcdEnv) dial(t *testing.T) *store.Client {
+	t.Helper()
+	c, err := store.Dial(ctxT(t), store.DialConfig{Endpoints: e.emb.Endpoints()})
 	if err != nil {
-		emb.Close()
-		return nil, fmt.Errorf("dial etcd: %w", err)
+		t.Fatalf("dial etcd: %v", err)
 	}
-	return &etcdEnv{dir: dir, emb: emb, client: client}, nil
+	e.dialed = append(e.dialed, c)
+	return c
 }
 
 func (e *etcdEnv) stop() {
 	if e.emb == nil {
 		return
 	}
-	_ = e.client.Close()
+	for _, c := range append(e.dialed, e.client) {
+		_ = c.Close()
+	}
 	if !e.killed {
 		e.emb.Close()
 	}

@@ -20,7 +20,7 @@ import (
 func TestTwoReplicasFillPoolExactlyOnce(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	a := startNode(t, env.client, replica.Options{})
-	b := startNode(t, env.client, replica.Options{})
+	b := startNode(t, env.dial(t), replica.Options{}) // over loopback, as on an external etcd
 	mustPool(t, a, "small", &ipamv1.Pool{Ranges: []string{"192.0.2.0/28"}})
 
 	const owners, callers = 100, 64
@@ -104,7 +104,7 @@ func TestTwoReplicasFillPoolExactlyOnce(t *testing.T) {
 // and share.
 func TestTwoReplicasShareOneAddressPerKey(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
-	nodes := []*node{startNode(t, env.client, replica.Options{}), startNode(t, env.client, replica.Options{})}
+	nodes := []*node{startNode(t, env.client, replica.Options{}), startNode(t, env.dial(t), replica.Options{})}
 	const tenant, keys, owners = "share2", 8, 12
 	mustPool(t, nodes[0], "share2", &ipamv1.Pool{Ranges: []string{"2001:db8:5d::/120"}, Tenants: []string{tenant}})
 	alloc := func(n *node, key string, i int) (string, error) {

@@ -144,7 +144,7 @@ func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 func TestSubscribeL2FailoverAndDrain(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	n := startNode(t, env.client, replica.Options{})
-	n2 := startNode(t, env.client, replica.Options{}) // a second replica serving one of the nodes
+	n2 := startNode(t, env.dial(t), replica.Options{}) // a second replica serving one of the nodes
 	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
 	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

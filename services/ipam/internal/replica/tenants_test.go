@@ -106,7 +106,7 @@ func TestTenantQuotaTwoReplicas(t *testing.T) {
 	mustPool(t, a, "q2a", &ipamv1.Pool{Ranges: []string{"2001:db8:9d::/120"}, Tenants: []string{"q2"}})
 	mustPool(t, a, "q2b", &ipamv1.Pool{Ranges: []string{"2001:db8:9e::/120"}, Tenants: []string{"q2"}})
 	createTenant(t, a, "q2", 5)
-	b := startNode(t, env.client, replica.Options{}) // loads the quota at start
+	b := startNode(t, env.dial(t), replica.Options{}) // loads the quota at start
 	nodes := []*node{a, b}
 	for round := range 3 {
 		const callers = 24

@@ -168,11 +168,11 @@ func TestWatchResumeAfterCompaction(t *testing.T) {
 
 	mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "c2"})
 	mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "c3"})
-	resp, err := env.client.Get(ctxT(t), "compaction-probe")
+	resp, err := env.client.Etcd().Get(ctxT(t), "compaction-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.client.Compact(ctxT(t), resp.Header.Revision); err != nil {
+	if _, err := env.client.Etcd().Compact(ctxT(t), resp.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
 

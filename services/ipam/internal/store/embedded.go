@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -115,6 +118,18 @@ func (e *Embedded) Endpoints() []string {
 		out = append(out, "http://"+l.Addr().String())
 	}
 	return out
+}
+
+// Client returns a client that calls this etcd server in process, without
+// a socket or protobuf encoding in between: what ipamd uses when it embeds
+// etcd. Against one embedded member it takes about a fifth off an
+// allocation's latency at one caller and doubles throughput at 64 (see
+// docs/performance.md). Close it before the server.
+func (e *Embedded) Client() *Client {
+	return &Client{
+		etcd: v3client.New(e.etcd.Server),
+		kv:   adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+	}
 }
 
 // Err reports a fatal etcd error.

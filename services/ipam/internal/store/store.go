@@ -2,25 +2,17 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
-
-// Client is an etcd client, named here so that other packages need not
-// import etcd.
-type Client = clientv3.Client
 
 // Options tunes a Store.
 type Options struct {
@@ -54,8 +46,8 @@ type Options struct {
 // Store reads and writes IPAM state in etcd.
 type Store struct {
 	client *clientv3.Client
-	// kv is etcd's KV service on the client's connection, for transactions
-	// built as protobuf messages (see commitBatch).
+	// kv is etcd's KV service (on the client's connection, or in process),
+	// for transactions built as protobuf messages (see commitBatch).
 	kv     etcdserverpb.KVClient
 	logger *slog.Logger
 	opts   Options
@@ -91,7 +83,7 @@ type leaseSlot struct {
 }
 
 // New returns a Store over an etcd client. Call Run to start committing.
-func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
+func New(client *Client, logger *slog.Logger, opts Options) *Store {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
@@ -111,8 +103,8 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 		opts.CallTimeout = 5 * time.Second
 	}
 	return &Store{
-		client:  client,
-		kv:      etcdserverpb.NewKVClient(client.ActiveConnection()),
+		client:  client.etcd,
+		kv:      client.kv,
 		logger:  logger,
 		opts:    opts,
 		queue:   make(chan *pending, 1024),
@@ -120,63 +112,6 @@ func New(client *clientv3.Client, logger *slog.Logger, opts Options) *Store {
 		leases:  make(map[time.Duration]leaseSlot),
 		written: make(map[string]writtenValue),
 	}
-}
-
-// DialConfig says how to reach etcd.
-type DialConfig struct {
-	Endpoints []string
-	// TLS, if set, is used for every connection (https:// endpoints): the
-	// CA that etcd's certificate chains to, and a client certificate when
-	// etcd requires one (--client-cert-auth).
-	TLS *tls.Config
-	// Username and Password, if set, authenticate to etcd (etcd's own auth).
-	Username, Password string
-}
-
-// Dial connects to etcd.
-func Dial(ctx context.Context, dc DialConfig) (*clientv3.Client, error) {
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:            dc.Endpoints,
-		TLS:                  dc.TLS,
-		Username:             dc.Username,
-		Password:             dc.Password,
-		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 5 * time.Second,
-		Context:              ctx,
-		MaxCallRecvMsgSize:   64 << 20,
-		// The client's own retries are logged by zap at warn level; the
-		// store reports the errors that matter itself.
-		Logger: zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
-	}
-	return c, nil
-}
-
-// ClientTLS builds the TLS configuration for etcd from PEM files: caFile
-// (empty: the system's roots) and, optionally, a client certificate and key.
-func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("store: etcd CA: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("store: etcd CA %s: no certificates", caFile)
-		}
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("store: etcd client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // remember keeps the state objects items wrote at rev for the watch.

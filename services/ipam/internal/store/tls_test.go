@@ -76,7 +76,7 @@ func TestDialTLS(t *testing.T) {
 			return err
 		}
 		defer func() { _ = c.Close() }()
-		_, err = c.Put(ctx, "/beacon/tls-test", "1")
+		_, err = c.etcd.Put(ctx, "/beacon/tls-test", "1")
 		return err
 	}
 	if err := try(caFile, cliCertFile, cliKeyFile); err != nil {
