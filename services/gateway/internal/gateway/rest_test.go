@@ -171,21 +171,35 @@ func TestTracePropagation(t *testing.T) {
 	if res := do(t, env.HTTP(t, testenv.Cred{}), r); res.Code != http.StatusOK {
 		t.Fatalf("REST = %d %s", res.Code, res.Body)
 	}
-	kinds := map[string][]trace.SpanKind{}
-	for _, s := range spans.GetSpans() {
-		if s.SpanContext.TraceID() == traceID {
-			kinds[s.Name] = append(kinds[s.Name], s.SpanKind)
+	// A server span ends when its RPC's last event is handled, which may
+	// come after the caller has its answer: wait for the spans a while.
+	names := []string{"beacon.ipam.v1.PoolService/ListPools", "beacon.ipam.v1.TenantService/ListTenants"}
+	var kinds map[string][]trace.SpanKind
+	missing := func() []string {
+		kinds = map[string][]trace.SpanKind{}
+		for _, s := range spans.GetSpans() {
+			if s.SpanContext.TraceID() == traceID {
+				kinds[s.Name] = append(kinds[s.Name], s.SpanKind)
+			}
 		}
+		var out []string
+		for _, name := range names {
+			var server, client bool
+			for _, k := range kinds[name] {
+				server = server || k == trace.SpanKindServer
+				client = client || k == trace.SpanKindClient
+			}
+			if !server || !client {
+				out = append(out, name)
+			}
+		}
+		return out
 	}
-	for _, name := range []string{"beacon.ipam.v1.PoolService/ListPools", "beacon.ipam.v1.TenantService/ListTenants"} {
-		var server, client bool
-		for _, k := range kinds[name] {
-			server = server || k == trace.SpanKindServer
-			client = client || k == trace.SpanKindClient
-		}
-		if !server || !client {
-			t.Errorf("%s spans in the caller's trace: %v; want a server span and a client span to the IPAM", name, kinds[name])
-		}
+	for deadline := time.Now().Add(5 * time.Second); len(missing()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range missing() {
+		t.Errorf("%s spans in the caller's trace: %v; want a server span and a client span to the IPAM", name, kinds[name])
 	}
 }
 
