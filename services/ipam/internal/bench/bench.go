@@ -148,7 +148,11 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	case cfg.EtcdCommand != nil:
 		where = "in a child process"
 	}
-	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v, replica %s\n", where, env.dir, env.endpoints, env.replicaReach)
+	reach := "in process"
+	if env.replica == env.client {
+		reach = "over loopback"
+	}
+	fmt.Fprintf(log, "== etcd %s, data in %s (fsync on), client %v, replica %s\n", where, env.dir, env.endpoints, reach)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	node, err := startBeacon(ctx, env.replica, logger, replica.Options{CommitWorkers: cfg.CommitWorkers})
 	if err != nil {

@@ -36,10 +36,9 @@ type etcdEnv struct {
 	// client reaches etcd over loopback: the raw references use it.
 	client *store.Client
 	// replica is the replica's client: in process when etcd is embedded
-	// here (as ipamd does), else client. replicaReach says which.
-	replica      *store.Client
-	replicaReach string
-	stop         func() error
+	// here (as ipamd does), else client.
+	replica *store.Client
+	stop    func() error
 }
 
 // startEtcd starts etcd in this process, with command (not nil) in a child
@@ -69,7 +68,7 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial 
 		env.endpoints = emb.Endpoints()
 		env.stop = func() error { emb.Close(); return nil }
 		if !dial {
-			env.replica, env.replicaReach = emb.Client(), "in process"
+			env.replica = emb.Client()
 		}
 	default:
 		if env.endpoints, env.stop, err = startChild(ctx, command, dir); err != nil {
@@ -81,7 +80,7 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial 
 		return nil, errors.Join(err, env.stop())
 	}
 	if env.replica == nil {
-		env.replica, env.replicaReach = env.client, "over loopback"
+		env.replica = env.client
 	}
 	return env, nil
 }

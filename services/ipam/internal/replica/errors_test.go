@@ -80,7 +80,8 @@ func TestDeadEtcdFailsFast(t *testing.T) {
 func TestStorageErrorsSayNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// cut connects a replica to env and, once it has a pool, cuts it off.
+		// client is the replica's client to env; cut cuts it off once
+		// the replica has a pool.
 		client func(t *testing.T, env *etcdEnv) *store.Client
 		cut    func(env *etcdEnv, c *store.Client)
 	}{

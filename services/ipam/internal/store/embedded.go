@@ -122,9 +122,8 @@ func (e *Embedded) Endpoints() []string {
 
 // Client returns a client that calls this etcd server in process, without
 // a socket or protobuf encoding in between: what ipamd uses when it embeds
-// etcd. Against one embedded member it takes about a fifth off an
-// allocation's latency at one caller and doubles throughput at 64 (see
-// docs/performance.md). Close it before the server.
+// etcd (what that saves is in docs/performance.md). Close it before the
+// server.
 func (e *Embedded) Client() *Client {
 	return &Client{
 		etcd: v3client.New(e.etcd.Server),
