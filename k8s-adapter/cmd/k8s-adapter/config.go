@@ -21,6 +21,7 @@ type config struct {
 	ResyncPeriod     time.Duration
 	ReleaseHold      *time.Duration
 	MetalLBNamespace string
+	SyncNodes        bool
 	LeaderElect      bool
 	LeaseNamespace   string
 	LeaseName        string
@@ -52,7 +53,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		leaseNS = "beacon-system"
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	var ipam, unclassed, workers, resync, hold, elect, leaseDur, renew, retryP, qps, burst string
+	var ipam, unclassed, workers, resync, hold, syncNodes, elect, leaseDur, renew, retryP, qps, burst string
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses")
 	str(&c.Tenant, "tenant", "", "the cluster's IPAM tenant (required)")
 	str(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster config")
@@ -62,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&resync, "resync-period", "10m", "re-check every Service this often (0: only on changes)")
 	str(&hold, "release-hold", "", "keep a released Service's addresses for it this long; empty: the IPAM's default")
 	str(&c.MetalLBNamespace, "metallb-namespace", "metallb-system", "namespace of MetalLB's configuration resources to import; empty: do not import")
+	str(&syncNodes, "sync-nodes", "true", "keep the tenant's IPAM Nodes (labels for node selectors, exclude-from-external-load-balancers) equal to the cluster's Nodes")
 	str(&elect, "leader-elect", "true", "take a Lease so that one replica acts at a time")
 	str(&c.LeaseNamespace, "leader-elect-namespace", leaseNS, "the Lease's namespace (default: $POD_NAMESPACE, else beacon-system)")
 	str(&c.LeaseName, "leader-elect-name", "beacon-k8s-adapter", "the Lease's name")
@@ -107,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	boolean("also-unclassed", unclassed, &c.AlsoUnclassed)
 	boolean("leader-elect", elect, &c.LeaderElect)
+	boolean("sync-nodes", syncNodes, &c.SyncNodes)
 	dur := func(name, v string, positive bool) time.Duration {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || (positive && d == 0) {

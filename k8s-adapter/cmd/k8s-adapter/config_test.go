@@ -16,7 +16,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := config{
 		IPAM: []string{"127.0.0.1:7400"}, Tenant: "c1", Class: "beacon.io/lb", AlsoUnclassed: true,
-		Workers: 16, ResyncPeriod: 10 * time.Minute, MetalLBNamespace: "metallb-system",
+		Workers: 16, ResyncPeriod: 10 * time.Minute, MetalLBNamespace: "metallb-system", SyncNodes: true,
 		LeaderElect: true, LeaseNamespace: "beacon", LeaseName: "beacon-k8s-adapter",
 		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
 		KubeQPS: 300, KubeBurst: 600, OpsListen: "127.0.0.1:7403", LogLevel: "info",
@@ -26,11 +26,11 @@ func TestParseConfig(t *testing.T) {
 	}
 
 	env["BEACON_K8S_RELEASE_HOLD"] = "0s"
-	c, err = parseConfig([]string{"--ipam", "a:1, b:2", "--also-unclassed=false", "--metallb-namespace", ""}, func(k string) string { return env[k] })
+	c, err = parseConfig([]string{"--ipam", "a:1, b:2", "--also-unclassed=false", "--metallb-namespace", "", "--sync-nodes=false"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ReleaseHold == nil || *c.ReleaseHold != 0 || c.AlsoUnclassed || c.MetalLBNamespace != "" || !cmp.Equal(c.IPAM, []string{"a:1", "b:2"}) {
+	if c.ReleaseHold == nil || *c.ReleaseHold != 0 || c.AlsoUnclassed || c.MetalLBNamespace != "" || c.SyncNodes || !cmp.Equal(c.IPAM, []string{"a:1", "b:2"}) {
 		t.Errorf("flags and env not taken: %+v", c)
 	}
 }
@@ -44,6 +44,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--tenant", "c1", "--ipam", " "}, "--ipam"},
 		{[]string{"--tenant", "c1", "--workers", "0"}, "--workers"},
 		{[]string{"--tenant", "c1", "--also-unclassed", "maybe"}, "--also-unclassed"},
+		{[]string{"--tenant", "c1", "--sync-nodes", "sometimes"}, "--sync-nodes"},
 		{[]string{"--tenant", "c1", "--release-hold", "-1s"}, "--release-hold"},
 		{[]string{"--tenant", "c1", "--renew-deadline", "10s"}, "--retry-period < --renew-deadline < --lease-duration"},
 		{[]string{"--tenant", "c1", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key"},

@@ -60,6 +60,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		ResyncPeriod:     cfg.ResyncPeriod,
 		ReleaseHold:      cfg.ReleaseHold,
 		MetalLBNamespace: cfg.MetalLBNamespace,
+		SyncNodes:        cfg.SyncNodes,
 		LeaderElection: kube.LeaderElection{
 			Enabled: cfg.LeaderElect, Namespace: cfg.LeaseNamespace, Name: cfg.LeaseName,
 			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
@@ -87,7 +88,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	})
 	logger.InfoContext(ctx, "k8s-adapter running", "tenant", cfg.Tenant, "class", cfg.Class, "also_unclassed", cfg.AlsoUnclassed,
-		"ipam", cfg.IPAM, "metallb_namespace", cfg.MetalLBNamespace, "leader_elect", cfg.LeaderElect, "ops", ops.Addr().String(), "version", version)
+		"ipam", cfg.IPAM, "metallb_namespace", cfg.MetalLBNamespace, "sync_nodes", cfg.SyncNodes, "leader_elect", cfg.LeaderElect, "ops", ops.Addr().String(), "version", version)
 	err = g.Wait()
 	logger.Info("k8s-adapter stopped", "clean", err == nil)
 	return err

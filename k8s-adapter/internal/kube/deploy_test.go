@@ -20,8 +20,8 @@ import (
 
 // TestDeployManifests applies deploy/k8s/adapter and runs the adapter with
 // its ServiceAccount's token: the RBAC rules are enough for Services, their
-// status, Events, the Lease and MetalLB's resources (with a password
-// Secret), and the Deployment passes the API server's validation.
+// status, Events, the Lease, Nodes' labels and MetalLB's resources (with a
+// password Secret), and the Deployment passes the API server's validation.
 func TestDeployManifests(t *testing.T) {
 	installCRDs(t)
 	ctx := context.Background()
@@ -90,7 +90,7 @@ spec:
 		t.Fatal(err)
 	}
 	c, err := kube.New(kc, ipam, testLogger(t), kube.Config{
-		Tenant: e.tenant, Filter: request.Filter{Class: e.class}, MetalLBNamespace: "metallb-system", MetalLBResync: time.Second,
+		Tenant: e.tenant, Filter: request.Filter{Class: e.class}, MetalLBNamespace: "metallb-system", MetalLBResync: time.Second, SyncNodes: true,
 		LeaderElection: kube.LeaderElection{Enabled: true, Namespace: "beacon-system", Name: "beacon-k8s-adapter", Identity: "rbac-test",
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 	})
@@ -107,6 +107,11 @@ spec:
 		}
 	}()
 
+	node := fmt.Sprintf("n%d-rbac", e.n)
+	if _, err := k8s.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"zone": "a"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = k8s.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) }()
 	e.create(e.svc("rbac", func(s *corev1.Service) {
 		s.Annotations = map[string]string{"metallb.io/address-pool": "rbac-pool"}
 	}))
@@ -119,6 +124,10 @@ spec:
 	waitFor(t, "the peer with its password", func() (bool, string) {
 		p, err := ipam.Announcements.GetBGPPeer(ctx, &ipamv1.GetBGPPeerRequest{Name: "tenants/" + e.tenant + "/bgpPeers/mlb-rbac-peer"})
 		return err == nil && p.GetBgpPeer().GetHasPassword(), fmt.Sprint(p, err)
+	})
+	waitFor(t, "the Node's labels", func() (bool, string) {
+		n, err := ipam.Announcements.GetNode(ctx, &ipamv1.GetNodeRequest{Name: "tenants/" + e.tenant + "/nodes/" + node})
+		return err == nil && n.GetNode().GetLabels()["zone"] == "a", fmt.Sprint(n, err)
 	})
 	waitFor(t, "rbac-pool's status", func() (bool, string) {
 		out, err := cluster.Kubectl(ctx, "", "-n", "metallb-system", "get", "ipaddresspool", "rbac-pool", "-o", "jsonpath={.status.assignedIPv4}")

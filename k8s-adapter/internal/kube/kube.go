@@ -112,6 +112,12 @@ type Config struct {
 	// MetalLBResync re-applies MetalLB's resources and refreshes their status
 	// this often (default 30 s).
 	MetalLBResync time.Duration
+	// SyncNodes keeps the tenant's IPAM Nodes (their labels, for node
+	// selectors and the exclude-from-external-load-balancers label) equal
+	// to the cluster's Nodes.
+	SyncNodes bool
+	// NodeResync re-applies the Nodes' labels this often (default 30 s).
+	NodeResync time.Duration
 	// LeaderElection, if enabled, makes only the Lease holder reconcile.
 	LeaderElection LeaderElection
 }
@@ -154,6 +160,7 @@ type Controller struct {
 	recorder    record.EventRecorder
 
 	metallb *metallbSync // nil when MetalLB resources are not read
+	nodes   *nodeSync    // nil when Nodes are not synced
 
 	// held are the owners known to hold an allocation: from the resync at
 	// start and every successful Ensure, until released.
@@ -179,6 +186,9 @@ func New(kc *Cluster, ipam IPAM, logger *slog.Logger, cfg Config) (*Controller, 
 	}
 	if cfg.MetalLBResync <= 0 {
 		cfg.MetalLBResync = 30 * time.Second
+	}
+	if cfg.NodeResync <= 0 {
+		cfg.NodeResync = 30 * time.Second
 	}
 	c := &Controller{
 		cfg: cfg, kube: kc, ipam: ipam, logger: logger,
@@ -223,6 +233,13 @@ func New(kc *Cluster, ipam IPAM, logger *slog.Logger, cfg Config) (*Controller, 
 	}
 	c.broadcaster = record.NewBroadcaster()
 	c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
+	if cfg.SyncNodes {
+		ns, err := newNodeSync(c)
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = ns
+	}
 	if cfg.MetalLBNamespace != "" {
 		ms, err := newMetalLBSync(c)
 		if err != nil {
@@ -256,6 +273,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.metallb.start(ctx)
 		synced = append(synced, c.metallb.hasSynced)
 	}
+	if c.nodes != nil {
+		synced = append(synced, c.nodes.inf.HasSynced)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
@@ -279,6 +299,9 @@ func (c *Controller) lead(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if c.metallb != nil {
 		wg.Go(func() { c.metallb.run(ctx) })
+	}
+	if c.nodes != nil {
+		wg.Go(func() { c.nodes.run(ctx) })
 	}
 	wg.Go(func() { c.followAllocations(ctx) })
 	for range c.cfg.Workers {

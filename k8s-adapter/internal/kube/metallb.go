@@ -2,14 +2,12 @@ package kube
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -67,10 +65,7 @@ type metallbSync struct {
 	gvrs      map[string]schema.GroupVersionResource
 	trigger   chan struct{}
 
-	mu sync.Mutex
-	// applied is the hash of what was last written per IPAM resource name,
-	// so that unchanged resources are not written again.
-	applied map[string][32]byte
+	ledger *ledger
 }
 
 func newMetalLBSync(c *Controller) (*metallbSync, error) {
@@ -81,7 +76,7 @@ func newMetalLBSync(c *Controller) (*metallbSync, error) {
 		informers: map[string]cache.SharedIndexInformer{},
 		gvrs:      map[string]schema.GroupVersionResource{},
 		trigger:   make(chan struct{}, 1),
-		applied:   map[string][32]byte{},
+		ledger:    newLedger(c.logger, "MetalLB resource"),
 	}, nil
 }
 
@@ -224,13 +219,6 @@ type outcome struct {
 	usage      map[string]any      // IPAddressPool only
 }
 
-// desired is one IPAM resource a MetalLB object stands for.
-type desired[T proto.Message] struct {
-	id  string
-	msg T
-	out *outcome
-}
-
 // sync applies every MetalLB object to the IPAM and writes their status.
 func (m *metallbSync) sync(ctx context.Context) error {
 	tenant := m.c.cfg.Tenant
@@ -304,17 +292,17 @@ func (m *metallbSync) sync(ctx context.Context) error {
 	l2K := m.l2Kind(an, parent)
 	bgpK := m.bgpKind(an, parent)
 	var del []func() error
-	d, err := apply(ctx, m, bfdK, bfds)
+	d, err := apply(ctx, m.ledger, bfdK, bfds)
 	errs, del = append(errs, err), append(del, d)
-	d, err = apply(ctx, m, comK, comms)
+	d, err = apply(ctx, m.ledger, comK, comms)
 	errs, del = append(errs, err), append(del, d)
-	d, err = apply(ctx, m, poolK, pools)
+	d, err = apply(ctx, m.ledger, poolK, pools)
 	errs, del = append(errs, err), append(del, d)
-	d, err = apply(ctx, m, peerK, peers)
+	d, err = apply(ctx, m.ledger, peerK, peers)
 	errs, del = append(errs, err), append(del, d)
-	d, err = apply(ctx, m, l2K, l2s)
+	d, err = apply(ctx, m.ledger, l2K, l2s)
 	errs, del = append(errs, err), append(del, d)
-	d, err = apply(ctx, m, bgpK, bgps)
+	d, err = apply(ctx, m.ledger, bgpK, bgps)
 	errs, del = append(errs, err), append(del, d)
 	for i := len(del) - 1; i >= 0; i-- {
 		errs = append(errs, del[i]())
@@ -325,114 +313,11 @@ func (m *metallbSync) sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// kindOps are the IPAM calls for one kind of resource.
-type kindOps[T proto.Message] struct {
-	kind string
-	// list returns the adapter's own resources of the kind, by ID.
-	list   func(ctx context.Context) (map[string]T, error)
-	create func(ctx context.Context, id string, v T) error
-	update func(ctx context.Context, id string, v T) error
-	delete func(ctx context.Context, id string) error
-	// conditions returns a resource's own flags.
-	conditions func(v T) []*ipamv1.Condition
-	// after is called with the created or updated resources' IDs.
-	after func(ctx context.Context, changed []string)
-}
-
-// apply creates and updates the desired resources and returns the step that
-// deletes the adapter's resources no longer desired.
-func apply[T proto.Message](ctx context.Context, m *metallbSync, ops kindOps[T], want []desired[T]) (func() error, error) {
-	have, err := ops.list(ctx)
-	if err != nil {
-		for _, d := range want {
-			d.out.err = err
-		}
-		return func() error { return nil }, fmt.Errorf("list %s: %w", ops.kind, err)
-	}
-	var errs []error
-	var changed []string
-	wanted := map[string]bool{}
-	for _, d := range want {
-		wanted[d.id] = true
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(d.msg)
-		if err != nil {
-			return nil, err
-		}
-		sum := sha256.Sum256(b)
-		key := ops.kind + "/" + d.id
-		m.mu.Lock()
-		same := m.applied[key] == sum
-		m.mu.Unlock()
-		cur, exists := have[d.id]
-		switch {
-		case !exists:
-			err = ops.create(ctx, d.id, d.msg)
-		case !same:
-			err = ops.update(ctx, d.id, d.msg)
-		}
-		if err != nil {
-			d.out.err = err
-			errs = append(errs, fmt.Errorf("%s %s: %w", ops.kind, d.id, err))
-			m.mu.Lock()
-			delete(m.applied, key)
-			m.mu.Unlock()
-			continue
-		}
-		if !exists || !same {
-			changed = append(changed, d.id)
-			m.mu.Lock()
-			m.applied[key] = sum
-			m.mu.Unlock()
-			m.c.logger.InfoContext(ctx, "MetalLB resource applied", "kind", ops.kind, "id", d.id, "created", !exists)
-		}
-		if exists && ops.conditions != nil {
-			d.out.conditions = ops.conditions(cur)
-		}
-	}
-	if len(changed) > 0 && ops.after != nil {
-		ops.after(ctx, changed)
-	}
-	return func() error {
-		var errs []error
-		for id := range have {
-			if wanted[id] {
-				continue
-			}
-			if err := ops.delete(ctx, id); err != nil {
-				errs = append(errs, fmt.Errorf("delete %s %s: %w", ops.kind, id, err))
-				continue
-			}
-			m.mu.Lock()
-			delete(m.applied, ops.kind+"/"+id)
-			m.mu.Unlock()
-			m.c.logger.InfoContext(ctx, "MetalLB resource removed", "kind", ops.kind, "id", id)
-		}
-		return errors.Join(errs...)
-	}, errors.Join(errs...)
-}
-
 var allFields = &fieldmaskpb.FieldMask{Paths: []string{"*"}}
 
 func owned(id string) bool { return strings.HasPrefix(id, metallb.ResourcePrefix) }
 
 func lastPart(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
-
-// listAll pages through a List call.
-func listAll[T any](ctx context.Context, page func(ctx context.Context, token string) ([]T, string, error)) ([]T, error) {
-	var out []T
-	token := ""
-	for {
-		items, next, err := page(ctx, token)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-		if next == "" {
-			return out, nil
-		}
-		token = next
-	}
-}
 
 func (m *metallbSync) poolKind(tenant string) kindOps[*ipamv1.Pool] {
 	pc := m.c.ipam.Pools
@@ -619,13 +504,6 @@ func byOwnedID[T any](all []T, name func(T) string) map[string]T {
 		}
 	}
 	return out
-}
-
-func ignoreNotFound(err error) error {
-	if lb.ReasonOf(err) == "NOT_FOUND" {
-		return nil
-	}
-	return err
 }
 
 // password reads a BGPPeer's passwordSecret.

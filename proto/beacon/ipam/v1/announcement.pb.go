@@ -999,6 +999,103 @@ func (x *Community) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// Node is what a tenant's cluster says about one of its nodes, for node
+// selectors: its labels, as the Kubernetes Node object carries them. The
+// labels an announcer registers with (AnnouncerService.Subscribe) are
+// merged under these: on a key both set, the Node's value wins. A node
+// labelled node.kubernetes.io/exclude-from-external-load-balancers (any
+// value) announces nothing, as in Kubernetes and MetalLB.
+type Node struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tenants/{tenant}/nodes/{node}"; {node} is the node's name (a DNS
+	// subdomain: up to 253 lower-case letters, digits, '-' and '.').
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Output only.
+	Uid string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// The node's labels.
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Output only; send it back on update and delete for optimistic locking.
+	Etag string `protobuf:"bytes,4,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Output only.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Output only.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Node) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Node) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Node) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Node) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *Node) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Node) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
 // CreateL2AdvertisementRequest is the request of CreateL2Advertisement.
 type CreateL2AdvertisementRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1018,7 +1115,7 @@ type CreateL2AdvertisementRequest struct {
 
 func (x *CreateL2AdvertisementRequest) Reset() {
 	*x = CreateL2AdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1127,7 @@ func (x *CreateL2AdvertisementRequest) String() string {
 func (*CreateL2AdvertisementRequest) ProtoMessage() {}
 
 func (x *CreateL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1140,7 @@ func (x *CreateL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateL2AdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*CreateL2AdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{8}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateL2AdvertisementRequest) GetParent() string {
@@ -1092,7 +1189,7 @@ type CreateL2AdvertisementResponse struct {
 
 func (x *CreateL2AdvertisementResponse) Reset() {
 	*x = CreateL2AdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1201,7 @@ func (x *CreateL2AdvertisementResponse) String() string {
 func (*CreateL2AdvertisementResponse) ProtoMessage() {}
 
 func (x *CreateL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1214,7 @@ func (x *CreateL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateL2AdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*CreateL2AdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{9}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateL2AdvertisementResponse) GetL2Advertisement() *L2Advertisement {
@@ -1138,7 +1235,7 @@ type GetL2AdvertisementRequest struct {
 
 func (x *GetL2AdvertisementRequest) Reset() {
 	*x = GetL2AdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1247,7 @@ func (x *GetL2AdvertisementRequest) String() string {
 func (*GetL2AdvertisementRequest) ProtoMessage() {}
 
 func (x *GetL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1260,7 @@ func (x *GetL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetL2AdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*GetL2AdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{10}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetL2AdvertisementRequest) GetName() string {
@@ -1184,7 +1281,7 @@ type GetL2AdvertisementResponse struct {
 
 func (x *GetL2AdvertisementResponse) Reset() {
 	*x = GetL2AdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1293,7 @@ func (x *GetL2AdvertisementResponse) String() string {
 func (*GetL2AdvertisementResponse) ProtoMessage() {}
 
 func (x *GetL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1306,7 @@ func (x *GetL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetL2AdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*GetL2AdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{11}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetL2AdvertisementResponse) GetL2Advertisement() *L2Advertisement {
@@ -1234,7 +1331,7 @@ type ListL2AdvertisementsRequest struct {
 
 func (x *ListL2AdvertisementsRequest) Reset() {
 	*x = ListL2AdvertisementsRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1343,7 @@ func (x *ListL2AdvertisementsRequest) String() string {
 func (*ListL2AdvertisementsRequest) ProtoMessage() {}
 
 func (x *ListL2AdvertisementsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1356,7 @@ func (x *ListL2AdvertisementsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListL2AdvertisementsRequest.ProtoReflect.Descriptor instead.
 func (*ListL2AdvertisementsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{12}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListL2AdvertisementsRequest) GetParent() string {
@@ -1296,7 +1393,7 @@ type ListL2AdvertisementsResponse struct {
 
 func (x *ListL2AdvertisementsResponse) Reset() {
 	*x = ListL2AdvertisementsResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1405,7 @@ func (x *ListL2AdvertisementsResponse) String() string {
 func (*ListL2AdvertisementsResponse) ProtoMessage() {}
 
 func (x *ListL2AdvertisementsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1418,7 @@ func (x *ListL2AdvertisementsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListL2AdvertisementsResponse.ProtoReflect.Descriptor instead.
 func (*ListL2AdvertisementsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{13}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListL2AdvertisementsResponse) GetL2Advertisements() []*L2Advertisement {
@@ -1355,7 +1452,7 @@ type UpdateL2AdvertisementRequest struct {
 
 func (x *UpdateL2AdvertisementRequest) Reset() {
 	*x = UpdateL2AdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1464,7 @@ func (x *UpdateL2AdvertisementRequest) String() string {
 func (*UpdateL2AdvertisementRequest) ProtoMessage() {}
 
 func (x *UpdateL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1477,7 @@ func (x *UpdateL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateL2AdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*UpdateL2AdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{14}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateL2AdvertisementRequest) GetL2Advertisement() *L2Advertisement {
@@ -1422,7 +1519,7 @@ type UpdateL2AdvertisementResponse struct {
 
 func (x *UpdateL2AdvertisementResponse) Reset() {
 	*x = UpdateL2AdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1531,7 @@ func (x *UpdateL2AdvertisementResponse) String() string {
 func (*UpdateL2AdvertisementResponse) ProtoMessage() {}
 
 func (x *UpdateL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1544,7 @@ func (x *UpdateL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateL2AdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*UpdateL2AdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{15}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateL2AdvertisementResponse) GetL2Advertisement() *L2Advertisement {
@@ -1472,7 +1569,7 @@ type DeleteL2AdvertisementRequest struct {
 
 func (x *DeleteL2AdvertisementRequest) Reset() {
 	*x = DeleteL2AdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1581,7 @@ func (x *DeleteL2AdvertisementRequest) String() string {
 func (*DeleteL2AdvertisementRequest) ProtoMessage() {}
 
 func (x *DeleteL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1594,7 @@ func (x *DeleteL2AdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteL2AdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*DeleteL2AdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{16}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteL2AdvertisementRequest) GetName() string {
@@ -1530,7 +1627,7 @@ type DeleteL2AdvertisementResponse struct {
 
 func (x *DeleteL2AdvertisementResponse) Reset() {
 	*x = DeleteL2AdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1639,7 @@ func (x *DeleteL2AdvertisementResponse) String() string {
 func (*DeleteL2AdvertisementResponse) ProtoMessage() {}
 
 func (x *DeleteL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1652,7 @@ func (x *DeleteL2AdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteL2AdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*DeleteL2AdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{17}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{18}
 }
 
 // CreateBGPAdvertisementRequest is the request of CreateBGPAdvertisement.
@@ -1577,7 +1674,7 @@ type CreateBGPAdvertisementRequest struct {
 
 func (x *CreateBGPAdvertisementRequest) Reset() {
 	*x = CreateBGPAdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1686,7 @@ func (x *CreateBGPAdvertisementRequest) String() string {
 func (*CreateBGPAdvertisementRequest) ProtoMessage() {}
 
 func (x *CreateBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1699,7 @@ func (x *CreateBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBGPAdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*CreateBGPAdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{18}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateBGPAdvertisementRequest) GetParent() string {
@@ -1651,7 +1748,7 @@ type CreateBGPAdvertisementResponse struct {
 
 func (x *CreateBGPAdvertisementResponse) Reset() {
 	*x = CreateBGPAdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1760,7 @@ func (x *CreateBGPAdvertisementResponse) String() string {
 func (*CreateBGPAdvertisementResponse) ProtoMessage() {}
 
 func (x *CreateBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1773,7 @@ func (x *CreateBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBGPAdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*CreateBGPAdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{19}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateBGPAdvertisementResponse) GetBgpAdvertisement() *BGPAdvertisement {
@@ -1697,7 +1794,7 @@ type GetBGPAdvertisementRequest struct {
 
 func (x *GetBGPAdvertisementRequest) Reset() {
 	*x = GetBGPAdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1806,7 @@ func (x *GetBGPAdvertisementRequest) String() string {
 func (*GetBGPAdvertisementRequest) ProtoMessage() {}
 
 func (x *GetBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1819,7 @@ func (x *GetBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBGPAdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*GetBGPAdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{20}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetBGPAdvertisementRequest) GetName() string {
@@ -1743,7 +1840,7 @@ type GetBGPAdvertisementResponse struct {
 
 func (x *GetBGPAdvertisementResponse) Reset() {
 	*x = GetBGPAdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1852,7 @@ func (x *GetBGPAdvertisementResponse) String() string {
 func (*GetBGPAdvertisementResponse) ProtoMessage() {}
 
 func (x *GetBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1865,7 @@ func (x *GetBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBGPAdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*GetBGPAdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{21}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetBGPAdvertisementResponse) GetBgpAdvertisement() *BGPAdvertisement {
@@ -1793,7 +1890,7 @@ type ListBGPAdvertisementsRequest struct {
 
 func (x *ListBGPAdvertisementsRequest) Reset() {
 	*x = ListBGPAdvertisementsRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1902,7 @@ func (x *ListBGPAdvertisementsRequest) String() string {
 func (*ListBGPAdvertisementsRequest) ProtoMessage() {}
 
 func (x *ListBGPAdvertisementsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1915,7 @@ func (x *ListBGPAdvertisementsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBGPAdvertisementsRequest.ProtoReflect.Descriptor instead.
 func (*ListBGPAdvertisementsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{22}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListBGPAdvertisementsRequest) GetParent() string {
@@ -1855,7 +1952,7 @@ type ListBGPAdvertisementsResponse struct {
 
 func (x *ListBGPAdvertisementsResponse) Reset() {
 	*x = ListBGPAdvertisementsResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1964,7 @@ func (x *ListBGPAdvertisementsResponse) String() string {
 func (*ListBGPAdvertisementsResponse) ProtoMessage() {}
 
 func (x *ListBGPAdvertisementsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1977,7 @@ func (x *ListBGPAdvertisementsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBGPAdvertisementsResponse.ProtoReflect.Descriptor instead.
 func (*ListBGPAdvertisementsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{23}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListBGPAdvertisementsResponse) GetBgpAdvertisements() []*BGPAdvertisement {
@@ -1914,7 +2011,7 @@ type UpdateBGPAdvertisementRequest struct {
 
 func (x *UpdateBGPAdvertisementRequest) Reset() {
 	*x = UpdateBGPAdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[24]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2023,7 @@ func (x *UpdateBGPAdvertisementRequest) String() string {
 func (*UpdateBGPAdvertisementRequest) ProtoMessage() {}
 
 func (x *UpdateBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[24]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2036,7 @@ func (x *UpdateBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBGPAdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBGPAdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{24}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateBGPAdvertisementRequest) GetBgpAdvertisement() *BGPAdvertisement {
@@ -1981,7 +2078,7 @@ type UpdateBGPAdvertisementResponse struct {
 
 func (x *UpdateBGPAdvertisementResponse) Reset() {
 	*x = UpdateBGPAdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[25]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2090,7 @@ func (x *UpdateBGPAdvertisementResponse) String() string {
 func (*UpdateBGPAdvertisementResponse) ProtoMessage() {}
 
 func (x *UpdateBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[25]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2103,7 @@ func (x *UpdateBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBGPAdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBGPAdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{25}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateBGPAdvertisementResponse) GetBgpAdvertisement() *BGPAdvertisement {
@@ -2031,7 +2128,7 @@ type DeleteBGPAdvertisementRequest struct {
 
 func (x *DeleteBGPAdvertisementRequest) Reset() {
 	*x = DeleteBGPAdvertisementRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[26]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2140,7 @@ func (x *DeleteBGPAdvertisementRequest) String() string {
 func (*DeleteBGPAdvertisementRequest) ProtoMessage() {}
 
 func (x *DeleteBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[26]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2153,7 @@ func (x *DeleteBGPAdvertisementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBGPAdvertisementRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBGPAdvertisementRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{26}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteBGPAdvertisementRequest) GetName() string {
@@ -2089,7 +2186,7 @@ type DeleteBGPAdvertisementResponse struct {
 
 func (x *DeleteBGPAdvertisementResponse) Reset() {
 	*x = DeleteBGPAdvertisementResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[27]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2198,7 @@ func (x *DeleteBGPAdvertisementResponse) String() string {
 func (*DeleteBGPAdvertisementResponse) ProtoMessage() {}
 
 func (x *DeleteBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[27]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2211,7 @@ func (x *DeleteBGPAdvertisementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBGPAdvertisementResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBGPAdvertisementResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{27}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{28}
 }
 
 // CreateBGPPeerRequest is the request of CreateBGPPeer.
@@ -2136,7 +2233,7 @@ type CreateBGPPeerRequest struct {
 
 func (x *CreateBGPPeerRequest) Reset() {
 	*x = CreateBGPPeerRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[28]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2245,7 @@ func (x *CreateBGPPeerRequest) String() string {
 func (*CreateBGPPeerRequest) ProtoMessage() {}
 
 func (x *CreateBGPPeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[28]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2258,7 @@ func (x *CreateBGPPeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBGPPeerRequest.ProtoReflect.Descriptor instead.
 func (*CreateBGPPeerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{28}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateBGPPeerRequest) GetParent() string {
@@ -2210,7 +2307,7 @@ type CreateBGPPeerResponse struct {
 
 func (x *CreateBGPPeerResponse) Reset() {
 	*x = CreateBGPPeerResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[29]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2319,7 @@ func (x *CreateBGPPeerResponse) String() string {
 func (*CreateBGPPeerResponse) ProtoMessage() {}
 
 func (x *CreateBGPPeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[29]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2332,7 @@ func (x *CreateBGPPeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBGPPeerResponse.ProtoReflect.Descriptor instead.
 func (*CreateBGPPeerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{29}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateBGPPeerResponse) GetBgpPeer() *BGPPeer {
@@ -2256,7 +2353,7 @@ type GetBGPPeerRequest struct {
 
 func (x *GetBGPPeerRequest) Reset() {
 	*x = GetBGPPeerRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[30]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2365,7 @@ func (x *GetBGPPeerRequest) String() string {
 func (*GetBGPPeerRequest) ProtoMessage() {}
 
 func (x *GetBGPPeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[30]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2378,7 @@ func (x *GetBGPPeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBGPPeerRequest.ProtoReflect.Descriptor instead.
 func (*GetBGPPeerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{30}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetBGPPeerRequest) GetName() string {
@@ -2302,7 +2399,7 @@ type GetBGPPeerResponse struct {
 
 func (x *GetBGPPeerResponse) Reset() {
 	*x = GetBGPPeerResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[31]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2411,7 @@ func (x *GetBGPPeerResponse) String() string {
 func (*GetBGPPeerResponse) ProtoMessage() {}
 
 func (x *GetBGPPeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[31]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2424,7 @@ func (x *GetBGPPeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBGPPeerResponse.ProtoReflect.Descriptor instead.
 func (*GetBGPPeerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{31}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetBGPPeerResponse) GetBgpPeer() *BGPPeer {
@@ -2352,7 +2449,7 @@ type ListBGPPeersRequest struct {
 
 func (x *ListBGPPeersRequest) Reset() {
 	*x = ListBGPPeersRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[32]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2461,7 @@ func (x *ListBGPPeersRequest) String() string {
 func (*ListBGPPeersRequest) ProtoMessage() {}
 
 func (x *ListBGPPeersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[32]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2474,7 @@ func (x *ListBGPPeersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBGPPeersRequest.ProtoReflect.Descriptor instead.
 func (*ListBGPPeersRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{32}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBGPPeersRequest) GetParent() string {
@@ -2414,7 +2511,7 @@ type ListBGPPeersResponse struct {
 
 func (x *ListBGPPeersResponse) Reset() {
 	*x = ListBGPPeersResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[33]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2523,7 @@ func (x *ListBGPPeersResponse) String() string {
 func (*ListBGPPeersResponse) ProtoMessage() {}
 
 func (x *ListBGPPeersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[33]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2536,7 @@ func (x *ListBGPPeersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBGPPeersResponse.ProtoReflect.Descriptor instead.
 func (*ListBGPPeersResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{33}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListBGPPeersResponse) GetBgpPeers() []*BGPPeer {
@@ -2473,7 +2570,7 @@ type UpdateBGPPeerRequest struct {
 
 func (x *UpdateBGPPeerRequest) Reset() {
 	*x = UpdateBGPPeerRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[34]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2582,7 @@ func (x *UpdateBGPPeerRequest) String() string {
 func (*UpdateBGPPeerRequest) ProtoMessage() {}
 
 func (x *UpdateBGPPeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[34]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2595,7 @@ func (x *UpdateBGPPeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBGPPeerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBGPPeerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{34}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateBGPPeerRequest) GetBgpPeer() *BGPPeer {
@@ -2540,7 +2637,7 @@ type UpdateBGPPeerResponse struct {
 
 func (x *UpdateBGPPeerResponse) Reset() {
 	*x = UpdateBGPPeerResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[35]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2649,7 @@ func (x *UpdateBGPPeerResponse) String() string {
 func (*UpdateBGPPeerResponse) ProtoMessage() {}
 
 func (x *UpdateBGPPeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[35]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2662,7 @@ func (x *UpdateBGPPeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBGPPeerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBGPPeerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{35}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateBGPPeerResponse) GetBgpPeer() *BGPPeer {
@@ -2590,7 +2687,7 @@ type DeleteBGPPeerRequest struct {
 
 func (x *DeleteBGPPeerRequest) Reset() {
 	*x = DeleteBGPPeerRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[36]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2699,7 @@ func (x *DeleteBGPPeerRequest) String() string {
 func (*DeleteBGPPeerRequest) ProtoMessage() {}
 
 func (x *DeleteBGPPeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[36]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2712,7 @@ func (x *DeleteBGPPeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBGPPeerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBGPPeerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{36}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteBGPPeerRequest) GetName() string {
@@ -2648,7 +2745,7 @@ type DeleteBGPPeerResponse struct {
 
 func (x *DeleteBGPPeerResponse) Reset() {
 	*x = DeleteBGPPeerResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[37]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2757,7 @@ func (x *DeleteBGPPeerResponse) String() string {
 func (*DeleteBGPPeerResponse) ProtoMessage() {}
 
 func (x *DeleteBGPPeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[37]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2770,7 @@ func (x *DeleteBGPPeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBGPPeerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBGPPeerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{37}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{38}
 }
 
 // CreateBFDProfileRequest is the request of CreateBFDProfile.
@@ -2695,7 +2792,7 @@ type CreateBFDProfileRequest struct {
 
 func (x *CreateBFDProfileRequest) Reset() {
 	*x = CreateBFDProfileRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[38]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2804,7 @@ func (x *CreateBFDProfileRequest) String() string {
 func (*CreateBFDProfileRequest) ProtoMessage() {}
 
 func (x *CreateBFDProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[38]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2817,7 @@ func (x *CreateBFDProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBFDProfileRequest.ProtoReflect.Descriptor instead.
 func (*CreateBFDProfileRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{38}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateBFDProfileRequest) GetParent() string {
@@ -2769,7 +2866,7 @@ type CreateBFDProfileResponse struct {
 
 func (x *CreateBFDProfileResponse) Reset() {
 	*x = CreateBFDProfileResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[39]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2878,7 @@ func (x *CreateBFDProfileResponse) String() string {
 func (*CreateBFDProfileResponse) ProtoMessage() {}
 
 func (x *CreateBFDProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[39]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2891,7 @@ func (x *CreateBFDProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBFDProfileResponse.ProtoReflect.Descriptor instead.
 func (*CreateBFDProfileResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{39}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateBFDProfileResponse) GetBfdProfile() *BFDProfile {
@@ -2815,7 +2912,7 @@ type GetBFDProfileRequest struct {
 
 func (x *GetBFDProfileRequest) Reset() {
 	*x = GetBFDProfileRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[40]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2924,7 @@ func (x *GetBFDProfileRequest) String() string {
 func (*GetBFDProfileRequest) ProtoMessage() {}
 
 func (x *GetBFDProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[40]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2937,7 @@ func (x *GetBFDProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBFDProfileRequest.ProtoReflect.Descriptor instead.
 func (*GetBFDProfileRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{40}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetBFDProfileRequest) GetName() string {
@@ -2861,7 +2958,7 @@ type GetBFDProfileResponse struct {
 
 func (x *GetBFDProfileResponse) Reset() {
 	*x = GetBFDProfileResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[41]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2970,7 @@ func (x *GetBFDProfileResponse) String() string {
 func (*GetBFDProfileResponse) ProtoMessage() {}
 
 func (x *GetBFDProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[41]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2983,7 @@ func (x *GetBFDProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBFDProfileResponse.ProtoReflect.Descriptor instead.
 func (*GetBFDProfileResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{41}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetBFDProfileResponse) GetBfdProfile() *BFDProfile {
@@ -2911,7 +3008,7 @@ type ListBFDProfilesRequest struct {
 
 func (x *ListBFDProfilesRequest) Reset() {
 	*x = ListBFDProfilesRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[42]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3020,7 @@ func (x *ListBFDProfilesRequest) String() string {
 func (*ListBFDProfilesRequest) ProtoMessage() {}
 
 func (x *ListBFDProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[42]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3033,7 @@ func (x *ListBFDProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBFDProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ListBFDProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{42}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListBFDProfilesRequest) GetParent() string {
@@ -2973,7 +3070,7 @@ type ListBFDProfilesResponse struct {
 
 func (x *ListBFDProfilesResponse) Reset() {
 	*x = ListBFDProfilesResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[43]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3082,7 @@ func (x *ListBFDProfilesResponse) String() string {
 func (*ListBFDProfilesResponse) ProtoMessage() {}
 
 func (x *ListBFDProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[43]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3095,7 @@ func (x *ListBFDProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBFDProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ListBFDProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{43}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListBFDProfilesResponse) GetBfdProfiles() []*BFDProfile {
@@ -3032,7 +3129,7 @@ type UpdateBFDProfileRequest struct {
 
 func (x *UpdateBFDProfileRequest) Reset() {
 	*x = UpdateBFDProfileRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[44]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3141,7 @@ func (x *UpdateBFDProfileRequest) String() string {
 func (*UpdateBFDProfileRequest) ProtoMessage() {}
 
 func (x *UpdateBFDProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[44]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3154,7 @@ func (x *UpdateBFDProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBFDProfileRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBFDProfileRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{44}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateBFDProfileRequest) GetBfdProfile() *BFDProfile {
@@ -3099,7 +3196,7 @@ type UpdateBFDProfileResponse struct {
 
 func (x *UpdateBFDProfileResponse) Reset() {
 	*x = UpdateBFDProfileResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[45]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3208,7 @@ func (x *UpdateBFDProfileResponse) String() string {
 func (*UpdateBFDProfileResponse) ProtoMessage() {}
 
 func (x *UpdateBFDProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[45]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3221,7 @@ func (x *UpdateBFDProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBFDProfileResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBFDProfileResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{45}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateBFDProfileResponse) GetBfdProfile() *BFDProfile {
@@ -3149,7 +3246,7 @@ type DeleteBFDProfileRequest struct {
 
 func (x *DeleteBFDProfileRequest) Reset() {
 	*x = DeleteBFDProfileRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[46]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3258,7 @@ func (x *DeleteBFDProfileRequest) String() string {
 func (*DeleteBFDProfileRequest) ProtoMessage() {}
 
 func (x *DeleteBFDProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[46]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3271,7 @@ func (x *DeleteBFDProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBFDProfileRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBFDProfileRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{46}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteBFDProfileRequest) GetName() string {
@@ -3207,7 +3304,7 @@ type DeleteBFDProfileResponse struct {
 
 func (x *DeleteBFDProfileResponse) Reset() {
 	*x = DeleteBFDProfileResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[47]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3316,7 @@ func (x *DeleteBFDProfileResponse) String() string {
 func (*DeleteBFDProfileResponse) ProtoMessage() {}
 
 func (x *DeleteBFDProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[47]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3329,7 @@ func (x *DeleteBFDProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBFDProfileResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBFDProfileResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{47}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{48}
 }
 
 // CreateCommunityRequest is the request of CreateCommunity.
@@ -3254,7 +3351,7 @@ type CreateCommunityRequest struct {
 
 func (x *CreateCommunityRequest) Reset() {
 	*x = CreateCommunityRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[48]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3363,7 @@ func (x *CreateCommunityRequest) String() string {
 func (*CreateCommunityRequest) ProtoMessage() {}
 
 func (x *CreateCommunityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[48]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3376,7 @@ func (x *CreateCommunityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCommunityRequest.ProtoReflect.Descriptor instead.
 func (*CreateCommunityRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{48}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateCommunityRequest) GetParent() string {
@@ -3328,7 +3425,7 @@ type CreateCommunityResponse struct {
 
 func (x *CreateCommunityResponse) Reset() {
 	*x = CreateCommunityResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[49]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3340,7 +3437,7 @@ func (x *CreateCommunityResponse) String() string {
 func (*CreateCommunityResponse) ProtoMessage() {}
 
 func (x *CreateCommunityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[49]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3353,7 +3450,7 @@ func (x *CreateCommunityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCommunityResponse.ProtoReflect.Descriptor instead.
 func (*CreateCommunityResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{49}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateCommunityResponse) GetCommunity() *Community {
@@ -3374,7 +3471,7 @@ type GetCommunityRequest struct {
 
 func (x *GetCommunityRequest) Reset() {
 	*x = GetCommunityRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[50]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3483,7 @@ func (x *GetCommunityRequest) String() string {
 func (*GetCommunityRequest) ProtoMessage() {}
 
 func (x *GetCommunityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[50]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3496,7 @@ func (x *GetCommunityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommunityRequest.ProtoReflect.Descriptor instead.
 func (*GetCommunityRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{50}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetCommunityRequest) GetName() string {
@@ -3420,7 +3517,7 @@ type GetCommunityResponse struct {
 
 func (x *GetCommunityResponse) Reset() {
 	*x = GetCommunityResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[51]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3529,7 @@ func (x *GetCommunityResponse) String() string {
 func (*GetCommunityResponse) ProtoMessage() {}
 
 func (x *GetCommunityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[51]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3542,7 @@ func (x *GetCommunityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCommunityResponse.ProtoReflect.Descriptor instead.
 func (*GetCommunityResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{51}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetCommunityResponse) GetCommunity() *Community {
@@ -3470,7 +3567,7 @@ type ListCommunitiesRequest struct {
 
 func (x *ListCommunitiesRequest) Reset() {
 	*x = ListCommunitiesRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[52]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3579,7 @@ func (x *ListCommunitiesRequest) String() string {
 func (*ListCommunitiesRequest) ProtoMessage() {}
 
 func (x *ListCommunitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[52]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3592,7 @@ func (x *ListCommunitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommunitiesRequest.ProtoReflect.Descriptor instead.
 func (*ListCommunitiesRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{52}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListCommunitiesRequest) GetParent() string {
@@ -3532,7 +3629,7 @@ type ListCommunitiesResponse struct {
 
 func (x *ListCommunitiesResponse) Reset() {
 	*x = ListCommunitiesResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[53]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3641,7 @@ func (x *ListCommunitiesResponse) String() string {
 func (*ListCommunitiesResponse) ProtoMessage() {}
 
 func (x *ListCommunitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[53]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3654,7 @@ func (x *ListCommunitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommunitiesResponse.ProtoReflect.Descriptor instead.
 func (*ListCommunitiesResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{53}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListCommunitiesResponse) GetCommunities() []*Community {
@@ -3591,7 +3688,7 @@ type UpdateCommunityRequest struct {
 
 func (x *UpdateCommunityRequest) Reset() {
 	*x = UpdateCommunityRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[54]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3700,7 @@ func (x *UpdateCommunityRequest) String() string {
 func (*UpdateCommunityRequest) ProtoMessage() {}
 
 func (x *UpdateCommunityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[54]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3713,7 @@ func (x *UpdateCommunityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCommunityRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCommunityRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{54}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateCommunityRequest) GetCommunity() *Community {
@@ -3658,7 +3755,7 @@ type UpdateCommunityResponse struct {
 
 func (x *UpdateCommunityResponse) Reset() {
 	*x = UpdateCommunityResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[55]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3767,7 @@ func (x *UpdateCommunityResponse) String() string {
 func (*UpdateCommunityResponse) ProtoMessage() {}
 
 func (x *UpdateCommunityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[55]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3780,7 @@ func (x *UpdateCommunityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCommunityResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCommunityResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{55}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateCommunityResponse) GetCommunity() *Community {
@@ -3708,7 +3805,7 @@ type DeleteCommunityRequest struct {
 
 func (x *DeleteCommunityRequest) Reset() {
 	*x = DeleteCommunityRequest{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[56]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3817,7 @@ func (x *DeleteCommunityRequest) String() string {
 func (*DeleteCommunityRequest) ProtoMessage() {}
 
 func (x *DeleteCommunityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[56]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3830,7 @@ func (x *DeleteCommunityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCommunityRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCommunityRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{56}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteCommunityRequest) GetName() string {
@@ -3766,7 +3863,7 @@ type DeleteCommunityResponse struct {
 
 func (x *DeleteCommunityResponse) Reset() {
 	*x = DeleteCommunityResponse{}
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[57]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3778,7 +3875,7 @@ func (x *DeleteCommunityResponse) String() string {
 func (*DeleteCommunityResponse) ProtoMessage() {}
 
 func (x *DeleteCommunityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[57]
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3791,7 +3888,566 @@ func (x *DeleteCommunityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCommunityResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCommunityResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{57}
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{58}
+}
+
+// CreateNodeRequest is the request of CreateNode.
+type CreateNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant, "tenants/{tenant}".
+	Parent string `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// The node's name: up to 253 lower-case letters, digits, '-' and '.'.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The resource. Its name and output-only fields are ignored.
+	Node *Node `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// Makes retries safe.
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Check the request without changing anything.
+	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNodeRequest) Reset() {
+	*x = CreateNodeRequest{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNodeRequest) ProtoMessage() {}
+
+func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
+func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CreateNodeRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *CreateNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *CreateNodeRequest) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *CreateNodeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateNodeRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// CreateNodeResponse is the response of CreateNode.
+type CreateNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The created resource.
+	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNodeResponse) Reset() {
+	*x = CreateNodeResponse{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNodeResponse) ProtoMessage() {}
+
+func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
+func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CreateNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// GetNodeRequest is the request of GetNode.
+type GetNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tenants/{tenant}/nodes/{node}".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeRequest) Reset() {
+	*x = GetNodeRequest{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeRequest) ProtoMessage() {}
+
+func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetNodeResponse is the response of GetNode.
+type GetNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource.
+	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeResponse) Reset() {
+	*x = GetNodeResponse{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeResponse) ProtoMessage() {}
+
+func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
+func (*GetNodeResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// ListNodesRequest is the request of ListNodes.
+type ListNodesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tenants/{tenant}", or "tenants/-" for every tenant.
+	Parent string `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// At most this many (default 100, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListNodesRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListNodesResponse is the response of ListNodes.
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In name order.
+	Nodes []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListNodesResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateNodeRequest is the request of UpdateNode.
+type UpdateNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource with its name set; only the fields in update_mask are used.
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Fields to change; "*" for all.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Makes retries safe.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Check the request without changing anything.
+	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeRequest) Reset() {
+	*x = UpdateNodeRequest{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeRequest) ProtoMessage() {}
+
+func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *UpdateNodeRequest) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *UpdateNodeRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *UpdateNodeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UpdateNodeRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// UpdateNodeResponse is the response of UpdateNode.
+type UpdateNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource after the change.
+	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeResponse) Reset() {
+	*x = UpdateNodeResponse{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeResponse) ProtoMessage() {}
+
+func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *UpdateNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+// DeleteNodeRequest is the request of DeleteNode.
+type DeleteNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tenants/{tenant}/nodes/{node}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// If set, fail with ABORTED unless the etag still matches.
+	Etag string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Makes retries safe.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNodeRequest) Reset() {
+	*x = DeleteNodeRequest{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNodeRequest) ProtoMessage() {}
+
+func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *DeleteNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteNodeRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *DeleteNodeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// DeleteNodeResponse is the response of DeleteNode.
+type DeleteNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNodeResponse) Reset() {
+	*x = DeleteNodeResponse{}
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNodeResponse) ProtoMessage() {}
+
+func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcement_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcement_proto_rawDescGZIP(), []int{68}
 }
 
 var File_beacon_ipam_v1_announcement_proto protoreflect.FileDescriptor
@@ -3907,7 +4563,19 @@ const file_beacon_ipam_v1_announcement_proto_rawDesc = "" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xf6\x01\n" +
+	"updateTime\"\xaf\x02\n" +
+	"\x04Node\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x128\n" +
+	"\x06labels\x18\x03 \x03(\v2 .beacon.ipam.v1.Node.LabelsEntryR\x06labels\x12\x12\n" +
+	"\x04etag\x18\x04 \x01(\tR\x04etag\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x01\n" +
 	"\x1cCreateL2AdvertisementRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12.\n" +
 	"\x13l2_advertisement_id\x18\x02 \x01(\tR\x11l2AdvertisementId\x12J\n" +
@@ -4092,7 +4760,43 @@ const file_beacon_ipam_v1_announcement_proto_rawDesc = "" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"\x19\n" +
-	"\x17DeleteCommunityResponse2\xd4\x14\n" +
+	"\x17DeleteCommunityResponse\"\xb2\x01\n" +
+	"\x11CreateNodeRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12(\n" +
+	"\x04node\x18\x03 \x01(\v2\x14.beacon.ipam.v1.NodeR\x04node\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12#\n" +
+	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\">\n" +
+	"\x12CreateNodeResponse\x12(\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.beacon.ipam.v1.NodeR\x04node\"$\n" +
+	"\x0eGetNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\";\n" +
+	"\x0fGetNodeResponse\x12(\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.beacon.ipam.v1.NodeR\x04node\"f\n" +
+	"\x10ListNodesRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"g\n" +
+	"\x11ListNodesResponse\x12*\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x14.beacon.ipam.v1.NodeR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbe\x01\n" +
+	"\x11UpdateNodeRequest\x12(\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.beacon.ipam.v1.NodeR\x04node\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\">\n" +
+	"\x12UpdateNodeResponse\x12(\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.beacon.ipam.v1.NodeR\x04node\"Z\n" +
+	"\x11DeleteNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\x14\n" +
+	"\x12DeleteNodeResponse2\xf1\x17\n" +
 	"\x13AnnouncementService\x12t\n" +
 	"\x15CreateL2Advertisement\x12,.beacon.ipam.v1.CreateL2AdvertisementRequest\x1a-.beacon.ipam.v1.CreateL2AdvertisementResponse\x12k\n" +
 	"\x12GetL2Advertisement\x12).beacon.ipam.v1.GetL2AdvertisementRequest\x1a*.beacon.ipam.v1.GetL2AdvertisementResponse\x12q\n" +
@@ -4119,7 +4823,15 @@ const file_beacon_ipam_v1_announcement_proto_rawDesc = "" +
 	"\fGetCommunity\x12#.beacon.ipam.v1.GetCommunityRequest\x1a$.beacon.ipam.v1.GetCommunityResponse\x12b\n" +
 	"\x0fListCommunities\x12&.beacon.ipam.v1.ListCommunitiesRequest\x1a'.beacon.ipam.v1.ListCommunitiesResponse\x12b\n" +
 	"\x0fUpdateCommunity\x12&.beacon.ipam.v1.UpdateCommunityRequest\x1a'.beacon.ipam.v1.UpdateCommunityResponse\x12b\n" +
-	"\x0fDeleteCommunity\x12&.beacon.ipam.v1.DeleteCommunityRequest\x1a'.beacon.ipam.v1.DeleteCommunityResponseB8Z6github.com/beaconlb/beacon/proto/beacon/ipam/v1;ipamv1b\x06proto3"
+	"\x0fDeleteCommunity\x12&.beacon.ipam.v1.DeleteCommunityRequest\x1a'.beacon.ipam.v1.DeleteCommunityResponse\x12S\n" +
+	"\n" +
+	"CreateNode\x12!.beacon.ipam.v1.CreateNodeRequest\x1a\".beacon.ipam.v1.CreateNodeResponse\x12J\n" +
+	"\aGetNode\x12\x1e.beacon.ipam.v1.GetNodeRequest\x1a\x1f.beacon.ipam.v1.GetNodeResponse\x12P\n" +
+	"\tListNodes\x12 .beacon.ipam.v1.ListNodesRequest\x1a!.beacon.ipam.v1.ListNodesResponse\x12S\n" +
+	"\n" +
+	"UpdateNode\x12!.beacon.ipam.v1.UpdateNodeRequest\x1a\".beacon.ipam.v1.UpdateNodeResponse\x12S\n" +
+	"\n" +
+	"DeleteNode\x12!.beacon.ipam.v1.DeleteNodeRequest\x1a\".beacon.ipam.v1.DeleteNodeResponseB8Z6github.com/beaconlb/beacon/proto/beacon/ipam/v1;ipamv1b\x06proto3"
 
 var (
 	file_beacon_ipam_v1_announcement_proto_rawDescOnce sync.Once
@@ -4133,7 +4845,7 @@ func file_beacon_ipam_v1_announcement_proto_rawDescGZIP() []byte {
 	return file_beacon_ipam_v1_announcement_proto_rawDescData
 }
 
-var file_beacon_ipam_v1_announcement_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_beacon_ipam_v1_announcement_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_beacon_ipam_v1_announcement_proto_goTypes = []any{
 	(*Condition)(nil),                      // 0: beacon.ipam.v1.Condition
 	(*NodePriority)(nil),                   // 1: beacon.ipam.v1.NodePriority
@@ -4143,181 +4855,213 @@ var file_beacon_ipam_v1_announcement_proto_goTypes = []any{
 	(*BFDProfile)(nil),                     // 5: beacon.ipam.v1.BFDProfile
 	(*CommunityAlias)(nil),                 // 6: beacon.ipam.v1.CommunityAlias
 	(*Community)(nil),                      // 7: beacon.ipam.v1.Community
-	(*CreateL2AdvertisementRequest)(nil),   // 8: beacon.ipam.v1.CreateL2AdvertisementRequest
-	(*CreateL2AdvertisementResponse)(nil),  // 9: beacon.ipam.v1.CreateL2AdvertisementResponse
-	(*GetL2AdvertisementRequest)(nil),      // 10: beacon.ipam.v1.GetL2AdvertisementRequest
-	(*GetL2AdvertisementResponse)(nil),     // 11: beacon.ipam.v1.GetL2AdvertisementResponse
-	(*ListL2AdvertisementsRequest)(nil),    // 12: beacon.ipam.v1.ListL2AdvertisementsRequest
-	(*ListL2AdvertisementsResponse)(nil),   // 13: beacon.ipam.v1.ListL2AdvertisementsResponse
-	(*UpdateL2AdvertisementRequest)(nil),   // 14: beacon.ipam.v1.UpdateL2AdvertisementRequest
-	(*UpdateL2AdvertisementResponse)(nil),  // 15: beacon.ipam.v1.UpdateL2AdvertisementResponse
-	(*DeleteL2AdvertisementRequest)(nil),   // 16: beacon.ipam.v1.DeleteL2AdvertisementRequest
-	(*DeleteL2AdvertisementResponse)(nil),  // 17: beacon.ipam.v1.DeleteL2AdvertisementResponse
-	(*CreateBGPAdvertisementRequest)(nil),  // 18: beacon.ipam.v1.CreateBGPAdvertisementRequest
-	(*CreateBGPAdvertisementResponse)(nil), // 19: beacon.ipam.v1.CreateBGPAdvertisementResponse
-	(*GetBGPAdvertisementRequest)(nil),     // 20: beacon.ipam.v1.GetBGPAdvertisementRequest
-	(*GetBGPAdvertisementResponse)(nil),    // 21: beacon.ipam.v1.GetBGPAdvertisementResponse
-	(*ListBGPAdvertisementsRequest)(nil),   // 22: beacon.ipam.v1.ListBGPAdvertisementsRequest
-	(*ListBGPAdvertisementsResponse)(nil),  // 23: beacon.ipam.v1.ListBGPAdvertisementsResponse
-	(*UpdateBGPAdvertisementRequest)(nil),  // 24: beacon.ipam.v1.UpdateBGPAdvertisementRequest
-	(*UpdateBGPAdvertisementResponse)(nil), // 25: beacon.ipam.v1.UpdateBGPAdvertisementResponse
-	(*DeleteBGPAdvertisementRequest)(nil),  // 26: beacon.ipam.v1.DeleteBGPAdvertisementRequest
-	(*DeleteBGPAdvertisementResponse)(nil), // 27: beacon.ipam.v1.DeleteBGPAdvertisementResponse
-	(*CreateBGPPeerRequest)(nil),           // 28: beacon.ipam.v1.CreateBGPPeerRequest
-	(*CreateBGPPeerResponse)(nil),          // 29: beacon.ipam.v1.CreateBGPPeerResponse
-	(*GetBGPPeerRequest)(nil),              // 30: beacon.ipam.v1.GetBGPPeerRequest
-	(*GetBGPPeerResponse)(nil),             // 31: beacon.ipam.v1.GetBGPPeerResponse
-	(*ListBGPPeersRequest)(nil),            // 32: beacon.ipam.v1.ListBGPPeersRequest
-	(*ListBGPPeersResponse)(nil),           // 33: beacon.ipam.v1.ListBGPPeersResponse
-	(*UpdateBGPPeerRequest)(nil),           // 34: beacon.ipam.v1.UpdateBGPPeerRequest
-	(*UpdateBGPPeerResponse)(nil),          // 35: beacon.ipam.v1.UpdateBGPPeerResponse
-	(*DeleteBGPPeerRequest)(nil),           // 36: beacon.ipam.v1.DeleteBGPPeerRequest
-	(*DeleteBGPPeerResponse)(nil),          // 37: beacon.ipam.v1.DeleteBGPPeerResponse
-	(*CreateBFDProfileRequest)(nil),        // 38: beacon.ipam.v1.CreateBFDProfileRequest
-	(*CreateBFDProfileResponse)(nil),       // 39: beacon.ipam.v1.CreateBFDProfileResponse
-	(*GetBFDProfileRequest)(nil),           // 40: beacon.ipam.v1.GetBFDProfileRequest
-	(*GetBFDProfileResponse)(nil),          // 41: beacon.ipam.v1.GetBFDProfileResponse
-	(*ListBFDProfilesRequest)(nil),         // 42: beacon.ipam.v1.ListBFDProfilesRequest
-	(*ListBFDProfilesResponse)(nil),        // 43: beacon.ipam.v1.ListBFDProfilesResponse
-	(*UpdateBFDProfileRequest)(nil),        // 44: beacon.ipam.v1.UpdateBFDProfileRequest
-	(*UpdateBFDProfileResponse)(nil),       // 45: beacon.ipam.v1.UpdateBFDProfileResponse
-	(*DeleteBFDProfileRequest)(nil),        // 46: beacon.ipam.v1.DeleteBFDProfileRequest
-	(*DeleteBFDProfileResponse)(nil),       // 47: beacon.ipam.v1.DeleteBFDProfileResponse
-	(*CreateCommunityRequest)(nil),         // 48: beacon.ipam.v1.CreateCommunityRequest
-	(*CreateCommunityResponse)(nil),        // 49: beacon.ipam.v1.CreateCommunityResponse
-	(*GetCommunityRequest)(nil),            // 50: beacon.ipam.v1.GetCommunityRequest
-	(*GetCommunityResponse)(nil),           // 51: beacon.ipam.v1.GetCommunityResponse
-	(*ListCommunitiesRequest)(nil),         // 52: beacon.ipam.v1.ListCommunitiesRequest
-	(*ListCommunitiesResponse)(nil),        // 53: beacon.ipam.v1.ListCommunitiesResponse
-	(*UpdateCommunityRequest)(nil),         // 54: beacon.ipam.v1.UpdateCommunityRequest
-	(*UpdateCommunityResponse)(nil),        // 55: beacon.ipam.v1.UpdateCommunityResponse
-	(*DeleteCommunityRequest)(nil),         // 56: beacon.ipam.v1.DeleteCommunityRequest
-	(*DeleteCommunityResponse)(nil),        // 57: beacon.ipam.v1.DeleteCommunityResponse
-	(*LabelSelector)(nil),                  // 58: beacon.ipam.v1.LabelSelector
-	(*timestamppb.Timestamp)(nil),          // 59: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 60: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),          // 61: google.protobuf.FieldMask
+	(*Node)(nil),                           // 8: beacon.ipam.v1.Node
+	(*CreateL2AdvertisementRequest)(nil),   // 9: beacon.ipam.v1.CreateL2AdvertisementRequest
+	(*CreateL2AdvertisementResponse)(nil),  // 10: beacon.ipam.v1.CreateL2AdvertisementResponse
+	(*GetL2AdvertisementRequest)(nil),      // 11: beacon.ipam.v1.GetL2AdvertisementRequest
+	(*GetL2AdvertisementResponse)(nil),     // 12: beacon.ipam.v1.GetL2AdvertisementResponse
+	(*ListL2AdvertisementsRequest)(nil),    // 13: beacon.ipam.v1.ListL2AdvertisementsRequest
+	(*ListL2AdvertisementsResponse)(nil),   // 14: beacon.ipam.v1.ListL2AdvertisementsResponse
+	(*UpdateL2AdvertisementRequest)(nil),   // 15: beacon.ipam.v1.UpdateL2AdvertisementRequest
+	(*UpdateL2AdvertisementResponse)(nil),  // 16: beacon.ipam.v1.UpdateL2AdvertisementResponse
+	(*DeleteL2AdvertisementRequest)(nil),   // 17: beacon.ipam.v1.DeleteL2AdvertisementRequest
+	(*DeleteL2AdvertisementResponse)(nil),  // 18: beacon.ipam.v1.DeleteL2AdvertisementResponse
+	(*CreateBGPAdvertisementRequest)(nil),  // 19: beacon.ipam.v1.CreateBGPAdvertisementRequest
+	(*CreateBGPAdvertisementResponse)(nil), // 20: beacon.ipam.v1.CreateBGPAdvertisementResponse
+	(*GetBGPAdvertisementRequest)(nil),     // 21: beacon.ipam.v1.GetBGPAdvertisementRequest
+	(*GetBGPAdvertisementResponse)(nil),    // 22: beacon.ipam.v1.GetBGPAdvertisementResponse
+	(*ListBGPAdvertisementsRequest)(nil),   // 23: beacon.ipam.v1.ListBGPAdvertisementsRequest
+	(*ListBGPAdvertisementsResponse)(nil),  // 24: beacon.ipam.v1.ListBGPAdvertisementsResponse
+	(*UpdateBGPAdvertisementRequest)(nil),  // 25: beacon.ipam.v1.UpdateBGPAdvertisementRequest
+	(*UpdateBGPAdvertisementResponse)(nil), // 26: beacon.ipam.v1.UpdateBGPAdvertisementResponse
+	(*DeleteBGPAdvertisementRequest)(nil),  // 27: beacon.ipam.v1.DeleteBGPAdvertisementRequest
+	(*DeleteBGPAdvertisementResponse)(nil), // 28: beacon.ipam.v1.DeleteBGPAdvertisementResponse
+	(*CreateBGPPeerRequest)(nil),           // 29: beacon.ipam.v1.CreateBGPPeerRequest
+	(*CreateBGPPeerResponse)(nil),          // 30: beacon.ipam.v1.CreateBGPPeerResponse
+	(*GetBGPPeerRequest)(nil),              // 31: beacon.ipam.v1.GetBGPPeerRequest
+	(*GetBGPPeerResponse)(nil),             // 32: beacon.ipam.v1.GetBGPPeerResponse
+	(*ListBGPPeersRequest)(nil),            // 33: beacon.ipam.v1.ListBGPPeersRequest
+	(*ListBGPPeersResponse)(nil),           // 34: beacon.ipam.v1.ListBGPPeersResponse
+	(*UpdateBGPPeerRequest)(nil),           // 35: beacon.ipam.v1.UpdateBGPPeerRequest
+	(*UpdateBGPPeerResponse)(nil),          // 36: beacon.ipam.v1.UpdateBGPPeerResponse
+	(*DeleteBGPPeerRequest)(nil),           // 37: beacon.ipam.v1.DeleteBGPPeerRequest
+	(*DeleteBGPPeerResponse)(nil),          // 38: beacon.ipam.v1.DeleteBGPPeerResponse
+	(*CreateBFDProfileRequest)(nil),        // 39: beacon.ipam.v1.CreateBFDProfileRequest
+	(*CreateBFDProfileResponse)(nil),       // 40: beacon.ipam.v1.CreateBFDProfileResponse
+	(*GetBFDProfileRequest)(nil),           // 41: beacon.ipam.v1.GetBFDProfileRequest
+	(*GetBFDProfileResponse)(nil),          // 42: beacon.ipam.v1.GetBFDProfileResponse
+	(*ListBFDProfilesRequest)(nil),         // 43: beacon.ipam.v1.ListBFDProfilesRequest
+	(*ListBFDProfilesResponse)(nil),        // 44: beacon.ipam.v1.ListBFDProfilesResponse
+	(*UpdateBFDProfileRequest)(nil),        // 45: beacon.ipam.v1.UpdateBFDProfileRequest
+	(*UpdateBFDProfileResponse)(nil),       // 46: beacon.ipam.v1.UpdateBFDProfileResponse
+	(*DeleteBFDProfileRequest)(nil),        // 47: beacon.ipam.v1.DeleteBFDProfileRequest
+	(*DeleteBFDProfileResponse)(nil),       // 48: beacon.ipam.v1.DeleteBFDProfileResponse
+	(*CreateCommunityRequest)(nil),         // 49: beacon.ipam.v1.CreateCommunityRequest
+	(*CreateCommunityResponse)(nil),        // 50: beacon.ipam.v1.CreateCommunityResponse
+	(*GetCommunityRequest)(nil),            // 51: beacon.ipam.v1.GetCommunityRequest
+	(*GetCommunityResponse)(nil),           // 52: beacon.ipam.v1.GetCommunityResponse
+	(*ListCommunitiesRequest)(nil),         // 53: beacon.ipam.v1.ListCommunitiesRequest
+	(*ListCommunitiesResponse)(nil),        // 54: beacon.ipam.v1.ListCommunitiesResponse
+	(*UpdateCommunityRequest)(nil),         // 55: beacon.ipam.v1.UpdateCommunityRequest
+	(*UpdateCommunityResponse)(nil),        // 56: beacon.ipam.v1.UpdateCommunityResponse
+	(*DeleteCommunityRequest)(nil),         // 57: beacon.ipam.v1.DeleteCommunityRequest
+	(*DeleteCommunityResponse)(nil),        // 58: beacon.ipam.v1.DeleteCommunityResponse
+	(*CreateNodeRequest)(nil),              // 59: beacon.ipam.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),             // 60: beacon.ipam.v1.CreateNodeResponse
+	(*GetNodeRequest)(nil),                 // 61: beacon.ipam.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),                // 62: beacon.ipam.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),               // 63: beacon.ipam.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 64: beacon.ipam.v1.ListNodesResponse
+	(*UpdateNodeRequest)(nil),              // 65: beacon.ipam.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),             // 66: beacon.ipam.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),              // 67: beacon.ipam.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),             // 68: beacon.ipam.v1.DeleteNodeResponse
+	nil,                                    // 69: beacon.ipam.v1.Node.LabelsEntry
+	(*LabelSelector)(nil),                  // 70: beacon.ipam.v1.LabelSelector
+	(*timestamppb.Timestamp)(nil),          // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 72: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),          // 73: google.protobuf.FieldMask
 }
 var file_beacon_ipam_v1_announcement_proto_depIdxs = []int32{
-	58, // 0: beacon.ipam.v1.NodePriority.node_selector:type_name -> beacon.ipam.v1.LabelSelector
-	58, // 1: beacon.ipam.v1.L2Advertisement.pool_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	58, // 2: beacon.ipam.v1.L2Advertisement.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	58, // 3: beacon.ipam.v1.L2Advertisement.owner_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	1,  // 4: beacon.ipam.v1.L2Advertisement.node_priorities:type_name -> beacon.ipam.v1.NodePriority
-	0,  // 5: beacon.ipam.v1.L2Advertisement.conditions:type_name -> beacon.ipam.v1.Condition
-	59, // 6: beacon.ipam.v1.L2Advertisement.create_time:type_name -> google.protobuf.Timestamp
-	59, // 7: beacon.ipam.v1.L2Advertisement.update_time:type_name -> google.protobuf.Timestamp
-	58, // 8: beacon.ipam.v1.BGPAdvertisement.pool_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	58, // 9: beacon.ipam.v1.BGPAdvertisement.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	58, // 10: beacon.ipam.v1.BGPAdvertisement.owner_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	0,  // 11: beacon.ipam.v1.BGPAdvertisement.conditions:type_name -> beacon.ipam.v1.Condition
-	59, // 12: beacon.ipam.v1.BGPAdvertisement.create_time:type_name -> google.protobuf.Timestamp
-	59, // 13: beacon.ipam.v1.BGPAdvertisement.update_time:type_name -> google.protobuf.Timestamp
-	60, // 14: beacon.ipam.v1.BGPPeer.hold_time:type_name -> google.protobuf.Duration
-	60, // 15: beacon.ipam.v1.BGPPeer.keepalive_time:type_name -> google.protobuf.Duration
-	60, // 16: beacon.ipam.v1.BGPPeer.connect_time:type_name -> google.protobuf.Duration
-	58, // 17: beacon.ipam.v1.BGPPeer.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
-	0,  // 18: beacon.ipam.v1.BGPPeer.conditions:type_name -> beacon.ipam.v1.Condition
-	59, // 19: beacon.ipam.v1.BGPPeer.create_time:type_name -> google.protobuf.Timestamp
-	59, // 20: beacon.ipam.v1.BGPPeer.update_time:type_name -> google.protobuf.Timestamp
-	60, // 21: beacon.ipam.v1.BFDProfile.receive_interval:type_name -> google.protobuf.Duration
-	60, // 22: beacon.ipam.v1.BFDProfile.transmit_interval:type_name -> google.protobuf.Duration
-	60, // 23: beacon.ipam.v1.BFDProfile.echo_interval:type_name -> google.protobuf.Duration
-	59, // 24: beacon.ipam.v1.BFDProfile.create_time:type_name -> google.protobuf.Timestamp
-	59, // 25: beacon.ipam.v1.BFDProfile.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 26: beacon.ipam.v1.Community.aliases:type_name -> beacon.ipam.v1.CommunityAlias
-	59, // 27: beacon.ipam.v1.Community.create_time:type_name -> google.protobuf.Timestamp
-	59, // 28: beacon.ipam.v1.Community.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 29: beacon.ipam.v1.CreateL2AdvertisementRequest.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
-	2,  // 30: beacon.ipam.v1.CreateL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
-	2,  // 31: beacon.ipam.v1.GetL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
-	2,  // 32: beacon.ipam.v1.ListL2AdvertisementsResponse.l2_advertisements:type_name -> beacon.ipam.v1.L2Advertisement
-	2,  // 33: beacon.ipam.v1.UpdateL2AdvertisementRequest.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
-	61, // 34: beacon.ipam.v1.UpdateL2AdvertisementRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 35: beacon.ipam.v1.UpdateL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
-	3,  // 36: beacon.ipam.v1.CreateBGPAdvertisementRequest.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
-	3,  // 37: beacon.ipam.v1.CreateBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
-	3,  // 38: beacon.ipam.v1.GetBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
-	3,  // 39: beacon.ipam.v1.ListBGPAdvertisementsResponse.bgp_advertisements:type_name -> beacon.ipam.v1.BGPAdvertisement
-	3,  // 40: beacon.ipam.v1.UpdateBGPAdvertisementRequest.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
-	61, // 41: beacon.ipam.v1.UpdateBGPAdvertisementRequest.update_mask:type_name -> google.protobuf.FieldMask
-	3,  // 42: beacon.ipam.v1.UpdateBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
-	4,  // 43: beacon.ipam.v1.CreateBGPPeerRequest.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
-	4,  // 44: beacon.ipam.v1.CreateBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
-	4,  // 45: beacon.ipam.v1.GetBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
-	4,  // 46: beacon.ipam.v1.ListBGPPeersResponse.bgp_peers:type_name -> beacon.ipam.v1.BGPPeer
-	4,  // 47: beacon.ipam.v1.UpdateBGPPeerRequest.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
-	61, // 48: beacon.ipam.v1.UpdateBGPPeerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 49: beacon.ipam.v1.UpdateBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
-	5,  // 50: beacon.ipam.v1.CreateBFDProfileRequest.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
-	5,  // 51: beacon.ipam.v1.CreateBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
-	5,  // 52: beacon.ipam.v1.GetBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
-	5,  // 53: beacon.ipam.v1.ListBFDProfilesResponse.bfd_profiles:type_name -> beacon.ipam.v1.BFDProfile
-	5,  // 54: beacon.ipam.v1.UpdateBFDProfileRequest.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
-	61, // 55: beacon.ipam.v1.UpdateBFDProfileRequest.update_mask:type_name -> google.protobuf.FieldMask
-	5,  // 56: beacon.ipam.v1.UpdateBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
-	7,  // 57: beacon.ipam.v1.CreateCommunityRequest.community:type_name -> beacon.ipam.v1.Community
-	7,  // 58: beacon.ipam.v1.CreateCommunityResponse.community:type_name -> beacon.ipam.v1.Community
-	7,  // 59: beacon.ipam.v1.GetCommunityResponse.community:type_name -> beacon.ipam.v1.Community
-	7,  // 60: beacon.ipam.v1.ListCommunitiesResponse.communities:type_name -> beacon.ipam.v1.Community
-	7,  // 61: beacon.ipam.v1.UpdateCommunityRequest.community:type_name -> beacon.ipam.v1.Community
-	61, // 62: beacon.ipam.v1.UpdateCommunityRequest.update_mask:type_name -> google.protobuf.FieldMask
-	7,  // 63: beacon.ipam.v1.UpdateCommunityResponse.community:type_name -> beacon.ipam.v1.Community
-	8,  // 64: beacon.ipam.v1.AnnouncementService.CreateL2Advertisement:input_type -> beacon.ipam.v1.CreateL2AdvertisementRequest
-	10, // 65: beacon.ipam.v1.AnnouncementService.GetL2Advertisement:input_type -> beacon.ipam.v1.GetL2AdvertisementRequest
-	12, // 66: beacon.ipam.v1.AnnouncementService.ListL2Advertisements:input_type -> beacon.ipam.v1.ListL2AdvertisementsRequest
-	14, // 67: beacon.ipam.v1.AnnouncementService.UpdateL2Advertisement:input_type -> beacon.ipam.v1.UpdateL2AdvertisementRequest
-	16, // 68: beacon.ipam.v1.AnnouncementService.DeleteL2Advertisement:input_type -> beacon.ipam.v1.DeleteL2AdvertisementRequest
-	18, // 69: beacon.ipam.v1.AnnouncementService.CreateBGPAdvertisement:input_type -> beacon.ipam.v1.CreateBGPAdvertisementRequest
-	20, // 70: beacon.ipam.v1.AnnouncementService.GetBGPAdvertisement:input_type -> beacon.ipam.v1.GetBGPAdvertisementRequest
-	22, // 71: beacon.ipam.v1.AnnouncementService.ListBGPAdvertisements:input_type -> beacon.ipam.v1.ListBGPAdvertisementsRequest
-	24, // 72: beacon.ipam.v1.AnnouncementService.UpdateBGPAdvertisement:input_type -> beacon.ipam.v1.UpdateBGPAdvertisementRequest
-	26, // 73: beacon.ipam.v1.AnnouncementService.DeleteBGPAdvertisement:input_type -> beacon.ipam.v1.DeleteBGPAdvertisementRequest
-	28, // 74: beacon.ipam.v1.AnnouncementService.CreateBGPPeer:input_type -> beacon.ipam.v1.CreateBGPPeerRequest
-	30, // 75: beacon.ipam.v1.AnnouncementService.GetBGPPeer:input_type -> beacon.ipam.v1.GetBGPPeerRequest
-	32, // 76: beacon.ipam.v1.AnnouncementService.ListBGPPeers:input_type -> beacon.ipam.v1.ListBGPPeersRequest
-	34, // 77: beacon.ipam.v1.AnnouncementService.UpdateBGPPeer:input_type -> beacon.ipam.v1.UpdateBGPPeerRequest
-	36, // 78: beacon.ipam.v1.AnnouncementService.DeleteBGPPeer:input_type -> beacon.ipam.v1.DeleteBGPPeerRequest
-	38, // 79: beacon.ipam.v1.AnnouncementService.CreateBFDProfile:input_type -> beacon.ipam.v1.CreateBFDProfileRequest
-	40, // 80: beacon.ipam.v1.AnnouncementService.GetBFDProfile:input_type -> beacon.ipam.v1.GetBFDProfileRequest
-	42, // 81: beacon.ipam.v1.AnnouncementService.ListBFDProfiles:input_type -> beacon.ipam.v1.ListBFDProfilesRequest
-	44, // 82: beacon.ipam.v1.AnnouncementService.UpdateBFDProfile:input_type -> beacon.ipam.v1.UpdateBFDProfileRequest
-	46, // 83: beacon.ipam.v1.AnnouncementService.DeleteBFDProfile:input_type -> beacon.ipam.v1.DeleteBFDProfileRequest
-	48, // 84: beacon.ipam.v1.AnnouncementService.CreateCommunity:input_type -> beacon.ipam.v1.CreateCommunityRequest
-	50, // 85: beacon.ipam.v1.AnnouncementService.GetCommunity:input_type -> beacon.ipam.v1.GetCommunityRequest
-	52, // 86: beacon.ipam.v1.AnnouncementService.ListCommunities:input_type -> beacon.ipam.v1.ListCommunitiesRequest
-	54, // 87: beacon.ipam.v1.AnnouncementService.UpdateCommunity:input_type -> beacon.ipam.v1.UpdateCommunityRequest
-	56, // 88: beacon.ipam.v1.AnnouncementService.DeleteCommunity:input_type -> beacon.ipam.v1.DeleteCommunityRequest
-	9,  // 89: beacon.ipam.v1.AnnouncementService.CreateL2Advertisement:output_type -> beacon.ipam.v1.CreateL2AdvertisementResponse
-	11, // 90: beacon.ipam.v1.AnnouncementService.GetL2Advertisement:output_type -> beacon.ipam.v1.GetL2AdvertisementResponse
-	13, // 91: beacon.ipam.v1.AnnouncementService.ListL2Advertisements:output_type -> beacon.ipam.v1.ListL2AdvertisementsResponse
-	15, // 92: beacon.ipam.v1.AnnouncementService.UpdateL2Advertisement:output_type -> beacon.ipam.v1.UpdateL2AdvertisementResponse
-	17, // 93: beacon.ipam.v1.AnnouncementService.DeleteL2Advertisement:output_type -> beacon.ipam.v1.DeleteL2AdvertisementResponse
-	19, // 94: beacon.ipam.v1.AnnouncementService.CreateBGPAdvertisement:output_type -> beacon.ipam.v1.CreateBGPAdvertisementResponse
-	21, // 95: beacon.ipam.v1.AnnouncementService.GetBGPAdvertisement:output_type -> beacon.ipam.v1.GetBGPAdvertisementResponse
-	23, // 96: beacon.ipam.v1.AnnouncementService.ListBGPAdvertisements:output_type -> beacon.ipam.v1.ListBGPAdvertisementsResponse
-	25, // 97: beacon.ipam.v1.AnnouncementService.UpdateBGPAdvertisement:output_type -> beacon.ipam.v1.UpdateBGPAdvertisementResponse
-	27, // 98: beacon.ipam.v1.AnnouncementService.DeleteBGPAdvertisement:output_type -> beacon.ipam.v1.DeleteBGPAdvertisementResponse
-	29, // 99: beacon.ipam.v1.AnnouncementService.CreateBGPPeer:output_type -> beacon.ipam.v1.CreateBGPPeerResponse
-	31, // 100: beacon.ipam.v1.AnnouncementService.GetBGPPeer:output_type -> beacon.ipam.v1.GetBGPPeerResponse
-	33, // 101: beacon.ipam.v1.AnnouncementService.ListBGPPeers:output_type -> beacon.ipam.v1.ListBGPPeersResponse
-	35, // 102: beacon.ipam.v1.AnnouncementService.UpdateBGPPeer:output_type -> beacon.ipam.v1.UpdateBGPPeerResponse
-	37, // 103: beacon.ipam.v1.AnnouncementService.DeleteBGPPeer:output_type -> beacon.ipam.v1.DeleteBGPPeerResponse
-	39, // 104: beacon.ipam.v1.AnnouncementService.CreateBFDProfile:output_type -> beacon.ipam.v1.CreateBFDProfileResponse
-	41, // 105: beacon.ipam.v1.AnnouncementService.GetBFDProfile:output_type -> beacon.ipam.v1.GetBFDProfileResponse
-	43, // 106: beacon.ipam.v1.AnnouncementService.ListBFDProfiles:output_type -> beacon.ipam.v1.ListBFDProfilesResponse
-	45, // 107: beacon.ipam.v1.AnnouncementService.UpdateBFDProfile:output_type -> beacon.ipam.v1.UpdateBFDProfileResponse
-	47, // 108: beacon.ipam.v1.AnnouncementService.DeleteBFDProfile:output_type -> beacon.ipam.v1.DeleteBFDProfileResponse
-	49, // 109: beacon.ipam.v1.AnnouncementService.CreateCommunity:output_type -> beacon.ipam.v1.CreateCommunityResponse
-	51, // 110: beacon.ipam.v1.AnnouncementService.GetCommunity:output_type -> beacon.ipam.v1.GetCommunityResponse
-	53, // 111: beacon.ipam.v1.AnnouncementService.ListCommunities:output_type -> beacon.ipam.v1.ListCommunitiesResponse
-	55, // 112: beacon.ipam.v1.AnnouncementService.UpdateCommunity:output_type -> beacon.ipam.v1.UpdateCommunityResponse
-	57, // 113: beacon.ipam.v1.AnnouncementService.DeleteCommunity:output_type -> beacon.ipam.v1.DeleteCommunityResponse
-	89, // [89:114] is the sub-list for method output_type
-	64, // [64:89] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	70,  // 0: beacon.ipam.v1.NodePriority.node_selector:type_name -> beacon.ipam.v1.LabelSelector
+	70,  // 1: beacon.ipam.v1.L2Advertisement.pool_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	70,  // 2: beacon.ipam.v1.L2Advertisement.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	70,  // 3: beacon.ipam.v1.L2Advertisement.owner_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	1,   // 4: beacon.ipam.v1.L2Advertisement.node_priorities:type_name -> beacon.ipam.v1.NodePriority
+	0,   // 5: beacon.ipam.v1.L2Advertisement.conditions:type_name -> beacon.ipam.v1.Condition
+	71,  // 6: beacon.ipam.v1.L2Advertisement.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 7: beacon.ipam.v1.L2Advertisement.update_time:type_name -> google.protobuf.Timestamp
+	70,  // 8: beacon.ipam.v1.BGPAdvertisement.pool_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	70,  // 9: beacon.ipam.v1.BGPAdvertisement.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	70,  // 10: beacon.ipam.v1.BGPAdvertisement.owner_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	0,   // 11: beacon.ipam.v1.BGPAdvertisement.conditions:type_name -> beacon.ipam.v1.Condition
+	71,  // 12: beacon.ipam.v1.BGPAdvertisement.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 13: beacon.ipam.v1.BGPAdvertisement.update_time:type_name -> google.protobuf.Timestamp
+	72,  // 14: beacon.ipam.v1.BGPPeer.hold_time:type_name -> google.protobuf.Duration
+	72,  // 15: beacon.ipam.v1.BGPPeer.keepalive_time:type_name -> google.protobuf.Duration
+	72,  // 16: beacon.ipam.v1.BGPPeer.connect_time:type_name -> google.protobuf.Duration
+	70,  // 17: beacon.ipam.v1.BGPPeer.node_selectors:type_name -> beacon.ipam.v1.LabelSelector
+	0,   // 18: beacon.ipam.v1.BGPPeer.conditions:type_name -> beacon.ipam.v1.Condition
+	71,  // 19: beacon.ipam.v1.BGPPeer.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 20: beacon.ipam.v1.BGPPeer.update_time:type_name -> google.protobuf.Timestamp
+	72,  // 21: beacon.ipam.v1.BFDProfile.receive_interval:type_name -> google.protobuf.Duration
+	72,  // 22: beacon.ipam.v1.BFDProfile.transmit_interval:type_name -> google.protobuf.Duration
+	72,  // 23: beacon.ipam.v1.BFDProfile.echo_interval:type_name -> google.protobuf.Duration
+	71,  // 24: beacon.ipam.v1.BFDProfile.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 25: beacon.ipam.v1.BFDProfile.update_time:type_name -> google.protobuf.Timestamp
+	6,   // 26: beacon.ipam.v1.Community.aliases:type_name -> beacon.ipam.v1.CommunityAlias
+	71,  // 27: beacon.ipam.v1.Community.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 28: beacon.ipam.v1.Community.update_time:type_name -> google.protobuf.Timestamp
+	69,  // 29: beacon.ipam.v1.Node.labels:type_name -> beacon.ipam.v1.Node.LabelsEntry
+	71,  // 30: beacon.ipam.v1.Node.create_time:type_name -> google.protobuf.Timestamp
+	71,  // 31: beacon.ipam.v1.Node.update_time:type_name -> google.protobuf.Timestamp
+	2,   // 32: beacon.ipam.v1.CreateL2AdvertisementRequest.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
+	2,   // 33: beacon.ipam.v1.CreateL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
+	2,   // 34: beacon.ipam.v1.GetL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
+	2,   // 35: beacon.ipam.v1.ListL2AdvertisementsResponse.l2_advertisements:type_name -> beacon.ipam.v1.L2Advertisement
+	2,   // 36: beacon.ipam.v1.UpdateL2AdvertisementRequest.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
+	73,  // 37: beacon.ipam.v1.UpdateL2AdvertisementRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,   // 38: beacon.ipam.v1.UpdateL2AdvertisementResponse.l2_advertisement:type_name -> beacon.ipam.v1.L2Advertisement
+	3,   // 39: beacon.ipam.v1.CreateBGPAdvertisementRequest.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
+	3,   // 40: beacon.ipam.v1.CreateBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
+	3,   // 41: beacon.ipam.v1.GetBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
+	3,   // 42: beacon.ipam.v1.ListBGPAdvertisementsResponse.bgp_advertisements:type_name -> beacon.ipam.v1.BGPAdvertisement
+	3,   // 43: beacon.ipam.v1.UpdateBGPAdvertisementRequest.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
+	73,  // 44: beacon.ipam.v1.UpdateBGPAdvertisementRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,   // 45: beacon.ipam.v1.UpdateBGPAdvertisementResponse.bgp_advertisement:type_name -> beacon.ipam.v1.BGPAdvertisement
+	4,   // 46: beacon.ipam.v1.CreateBGPPeerRequest.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
+	4,   // 47: beacon.ipam.v1.CreateBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
+	4,   // 48: beacon.ipam.v1.GetBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
+	4,   // 49: beacon.ipam.v1.ListBGPPeersResponse.bgp_peers:type_name -> beacon.ipam.v1.BGPPeer
+	4,   // 50: beacon.ipam.v1.UpdateBGPPeerRequest.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
+	73,  // 51: beacon.ipam.v1.UpdateBGPPeerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,   // 52: beacon.ipam.v1.UpdateBGPPeerResponse.bgp_peer:type_name -> beacon.ipam.v1.BGPPeer
+	5,   // 53: beacon.ipam.v1.CreateBFDProfileRequest.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
+	5,   // 54: beacon.ipam.v1.CreateBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
+	5,   // 55: beacon.ipam.v1.GetBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
+	5,   // 56: beacon.ipam.v1.ListBFDProfilesResponse.bfd_profiles:type_name -> beacon.ipam.v1.BFDProfile
+	5,   // 57: beacon.ipam.v1.UpdateBFDProfileRequest.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
+	73,  // 58: beacon.ipam.v1.UpdateBFDProfileRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,   // 59: beacon.ipam.v1.UpdateBFDProfileResponse.bfd_profile:type_name -> beacon.ipam.v1.BFDProfile
+	7,   // 60: beacon.ipam.v1.CreateCommunityRequest.community:type_name -> beacon.ipam.v1.Community
+	7,   // 61: beacon.ipam.v1.CreateCommunityResponse.community:type_name -> beacon.ipam.v1.Community
+	7,   // 62: beacon.ipam.v1.GetCommunityResponse.community:type_name -> beacon.ipam.v1.Community
+	7,   // 63: beacon.ipam.v1.ListCommunitiesResponse.communities:type_name -> beacon.ipam.v1.Community
+	7,   // 64: beacon.ipam.v1.UpdateCommunityRequest.community:type_name -> beacon.ipam.v1.Community
+	73,  // 65: beacon.ipam.v1.UpdateCommunityRequest.update_mask:type_name -> google.protobuf.FieldMask
+	7,   // 66: beacon.ipam.v1.UpdateCommunityResponse.community:type_name -> beacon.ipam.v1.Community
+	8,   // 67: beacon.ipam.v1.CreateNodeRequest.node:type_name -> beacon.ipam.v1.Node
+	8,   // 68: beacon.ipam.v1.CreateNodeResponse.node:type_name -> beacon.ipam.v1.Node
+	8,   // 69: beacon.ipam.v1.GetNodeResponse.node:type_name -> beacon.ipam.v1.Node
+	8,   // 70: beacon.ipam.v1.ListNodesResponse.nodes:type_name -> beacon.ipam.v1.Node
+	8,   // 71: beacon.ipam.v1.UpdateNodeRequest.node:type_name -> beacon.ipam.v1.Node
+	73,  // 72: beacon.ipam.v1.UpdateNodeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	8,   // 73: beacon.ipam.v1.UpdateNodeResponse.node:type_name -> beacon.ipam.v1.Node
+	9,   // 74: beacon.ipam.v1.AnnouncementService.CreateL2Advertisement:input_type -> beacon.ipam.v1.CreateL2AdvertisementRequest
+	11,  // 75: beacon.ipam.v1.AnnouncementService.GetL2Advertisement:input_type -> beacon.ipam.v1.GetL2AdvertisementRequest
+	13,  // 76: beacon.ipam.v1.AnnouncementService.ListL2Advertisements:input_type -> beacon.ipam.v1.ListL2AdvertisementsRequest
+	15,  // 77: beacon.ipam.v1.AnnouncementService.UpdateL2Advertisement:input_type -> beacon.ipam.v1.UpdateL2AdvertisementRequest
+	17,  // 78: beacon.ipam.v1.AnnouncementService.DeleteL2Advertisement:input_type -> beacon.ipam.v1.DeleteL2AdvertisementRequest
+	19,  // 79: beacon.ipam.v1.AnnouncementService.CreateBGPAdvertisement:input_type -> beacon.ipam.v1.CreateBGPAdvertisementRequest
+	21,  // 80: beacon.ipam.v1.AnnouncementService.GetBGPAdvertisement:input_type -> beacon.ipam.v1.GetBGPAdvertisementRequest
+	23,  // 81: beacon.ipam.v1.AnnouncementService.ListBGPAdvertisements:input_type -> beacon.ipam.v1.ListBGPAdvertisementsRequest
+	25,  // 82: beacon.ipam.v1.AnnouncementService.UpdateBGPAdvertisement:input_type -> beacon.ipam.v1.UpdateBGPAdvertisementRequest
+	27,  // 83: beacon.ipam.v1.AnnouncementService.DeleteBGPAdvertisement:input_type -> beacon.ipam.v1.DeleteBGPAdvertisementRequest
+	29,  // 84: beacon.ipam.v1.AnnouncementService.CreateBGPPeer:input_type -> beacon.ipam.v1.CreateBGPPeerRequest
+	31,  // 85: beacon.ipam.v1.AnnouncementService.GetBGPPeer:input_type -> beacon.ipam.v1.GetBGPPeerRequest
+	33,  // 86: beacon.ipam.v1.AnnouncementService.ListBGPPeers:input_type -> beacon.ipam.v1.ListBGPPeersRequest
+	35,  // 87: beacon.ipam.v1.AnnouncementService.UpdateBGPPeer:input_type -> beacon.ipam.v1.UpdateBGPPeerRequest
+	37,  // 88: beacon.ipam.v1.AnnouncementService.DeleteBGPPeer:input_type -> beacon.ipam.v1.DeleteBGPPeerRequest
+	39,  // 89: beacon.ipam.v1.AnnouncementService.CreateBFDProfile:input_type -> beacon.ipam.v1.CreateBFDProfileRequest
+	41,  // 90: beacon.ipam.v1.AnnouncementService.GetBFDProfile:input_type -> beacon.ipam.v1.GetBFDProfileRequest
+	43,  // 91: beacon.ipam.v1.AnnouncementService.ListBFDProfiles:input_type -> beacon.ipam.v1.ListBFDProfilesRequest
+	45,  // 92: beacon.ipam.v1.AnnouncementService.UpdateBFDProfile:input_type -> beacon.ipam.v1.UpdateBFDProfileRequest
+	47,  // 93: beacon.ipam.v1.AnnouncementService.DeleteBFDProfile:input_type -> beacon.ipam.v1.DeleteBFDProfileRequest
+	49,  // 94: beacon.ipam.v1.AnnouncementService.CreateCommunity:input_type -> beacon.ipam.v1.CreateCommunityRequest
+	51,  // 95: beacon.ipam.v1.AnnouncementService.GetCommunity:input_type -> beacon.ipam.v1.GetCommunityRequest
+	53,  // 96: beacon.ipam.v1.AnnouncementService.ListCommunities:input_type -> beacon.ipam.v1.ListCommunitiesRequest
+	55,  // 97: beacon.ipam.v1.AnnouncementService.UpdateCommunity:input_type -> beacon.ipam.v1.UpdateCommunityRequest
+	57,  // 98: beacon.ipam.v1.AnnouncementService.DeleteCommunity:input_type -> beacon.ipam.v1.DeleteCommunityRequest
+	59,  // 99: beacon.ipam.v1.AnnouncementService.CreateNode:input_type -> beacon.ipam.v1.CreateNodeRequest
+	61,  // 100: beacon.ipam.v1.AnnouncementService.GetNode:input_type -> beacon.ipam.v1.GetNodeRequest
+	63,  // 101: beacon.ipam.v1.AnnouncementService.ListNodes:input_type -> beacon.ipam.v1.ListNodesRequest
+	65,  // 102: beacon.ipam.v1.AnnouncementService.UpdateNode:input_type -> beacon.ipam.v1.UpdateNodeRequest
+	67,  // 103: beacon.ipam.v1.AnnouncementService.DeleteNode:input_type -> beacon.ipam.v1.DeleteNodeRequest
+	10,  // 104: beacon.ipam.v1.AnnouncementService.CreateL2Advertisement:output_type -> beacon.ipam.v1.CreateL2AdvertisementResponse
+	12,  // 105: beacon.ipam.v1.AnnouncementService.GetL2Advertisement:output_type -> beacon.ipam.v1.GetL2AdvertisementResponse
+	14,  // 106: beacon.ipam.v1.AnnouncementService.ListL2Advertisements:output_type -> beacon.ipam.v1.ListL2AdvertisementsResponse
+	16,  // 107: beacon.ipam.v1.AnnouncementService.UpdateL2Advertisement:output_type -> beacon.ipam.v1.UpdateL2AdvertisementResponse
+	18,  // 108: beacon.ipam.v1.AnnouncementService.DeleteL2Advertisement:output_type -> beacon.ipam.v1.DeleteL2AdvertisementResponse
+	20,  // 109: beacon.ipam.v1.AnnouncementService.CreateBGPAdvertisement:output_type -> beacon.ipam.v1.CreateBGPAdvertisementResponse
+	22,  // 110: beacon.ipam.v1.AnnouncementService.GetBGPAdvertisement:output_type -> beacon.ipam.v1.GetBGPAdvertisementResponse
+	24,  // 111: beacon.ipam.v1.AnnouncementService.ListBGPAdvertisements:output_type -> beacon.ipam.v1.ListBGPAdvertisementsResponse
+	26,  // 112: beacon.ipam.v1.AnnouncementService.UpdateBGPAdvertisement:output_type -> beacon.ipam.v1.UpdateBGPAdvertisementResponse
+	28,  // 113: beacon.ipam.v1.AnnouncementService.DeleteBGPAdvertisement:output_type -> beacon.ipam.v1.DeleteBGPAdvertisementResponse
+	30,  // 114: beacon.ipam.v1.AnnouncementService.CreateBGPPeer:output_type -> beacon.ipam.v1.CreateBGPPeerResponse
+	32,  // 115: beacon.ipam.v1.AnnouncementService.GetBGPPeer:output_type -> beacon.ipam.v1.GetBGPPeerResponse
+	34,  // 116: beacon.ipam.v1.AnnouncementService.ListBGPPeers:output_type -> beacon.ipam.v1.ListBGPPeersResponse
+	36,  // 117: beacon.ipam.v1.AnnouncementService.UpdateBGPPeer:output_type -> beacon.ipam.v1.UpdateBGPPeerResponse
+	38,  // 118: beacon.ipam.v1.AnnouncementService.DeleteBGPPeer:output_type -> beacon.ipam.v1.DeleteBGPPeerResponse
+	40,  // 119: beacon.ipam.v1.AnnouncementService.CreateBFDProfile:output_type -> beacon.ipam.v1.CreateBFDProfileResponse
+	42,  // 120: beacon.ipam.v1.AnnouncementService.GetBFDProfile:output_type -> beacon.ipam.v1.GetBFDProfileResponse
+	44,  // 121: beacon.ipam.v1.AnnouncementService.ListBFDProfiles:output_type -> beacon.ipam.v1.ListBFDProfilesResponse
+	46,  // 122: beacon.ipam.v1.AnnouncementService.UpdateBFDProfile:output_type -> beacon.ipam.v1.UpdateBFDProfileResponse
+	48,  // 123: beacon.ipam.v1.AnnouncementService.DeleteBFDProfile:output_type -> beacon.ipam.v1.DeleteBFDProfileResponse
+	50,  // 124: beacon.ipam.v1.AnnouncementService.CreateCommunity:output_type -> beacon.ipam.v1.CreateCommunityResponse
+	52,  // 125: beacon.ipam.v1.AnnouncementService.GetCommunity:output_type -> beacon.ipam.v1.GetCommunityResponse
+	54,  // 126: beacon.ipam.v1.AnnouncementService.ListCommunities:output_type -> beacon.ipam.v1.ListCommunitiesResponse
+	56,  // 127: beacon.ipam.v1.AnnouncementService.UpdateCommunity:output_type -> beacon.ipam.v1.UpdateCommunityResponse
+	58,  // 128: beacon.ipam.v1.AnnouncementService.DeleteCommunity:output_type -> beacon.ipam.v1.DeleteCommunityResponse
+	60,  // 129: beacon.ipam.v1.AnnouncementService.CreateNode:output_type -> beacon.ipam.v1.CreateNodeResponse
+	62,  // 130: beacon.ipam.v1.AnnouncementService.GetNode:output_type -> beacon.ipam.v1.GetNodeResponse
+	64,  // 131: beacon.ipam.v1.AnnouncementService.ListNodes:output_type -> beacon.ipam.v1.ListNodesResponse
+	66,  // 132: beacon.ipam.v1.AnnouncementService.UpdateNode:output_type -> beacon.ipam.v1.UpdateNodeResponse
+	68,  // 133: beacon.ipam.v1.AnnouncementService.DeleteNode:output_type -> beacon.ipam.v1.DeleteNodeResponse
+	104, // [104:134] is the sub-list for method output_type
+	74,  // [74:104] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_announcement_proto_init() }
@@ -4332,7 +5076,7 @@ func file_beacon_ipam_v1_announcement_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_announcement_proto_rawDesc), len(file_beacon_ipam_v1_announcement_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

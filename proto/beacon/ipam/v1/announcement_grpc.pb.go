@@ -44,6 +44,11 @@ const (
 	AnnouncementService_ListCommunities_FullMethodName        = "/beacon.ipam.v1.AnnouncementService/ListCommunities"
 	AnnouncementService_UpdateCommunity_FullMethodName        = "/beacon.ipam.v1.AnnouncementService/UpdateCommunity"
 	AnnouncementService_DeleteCommunity_FullMethodName        = "/beacon.ipam.v1.AnnouncementService/DeleteCommunity"
+	AnnouncementService_CreateNode_FullMethodName             = "/beacon.ipam.v1.AnnouncementService/CreateNode"
+	AnnouncementService_GetNode_FullMethodName                = "/beacon.ipam.v1.AnnouncementService/GetNode"
+	AnnouncementService_ListNodes_FullMethodName              = "/beacon.ipam.v1.AnnouncementService/ListNodes"
+	AnnouncementService_UpdateNode_FullMethodName             = "/beacon.ipam.v1.AnnouncementService/UpdateNode"
+	AnnouncementService_DeleteNode_FullMethodName             = "/beacon.ipam.v1.AnnouncementService/DeleteNode"
 )
 
 // AnnouncementServiceClient is the client API for AnnouncementService service.
@@ -104,6 +109,17 @@ type AnnouncementServiceClient interface {
 	UpdateCommunity(ctx context.Context, in *UpdateCommunityRequest, opts ...grpc.CallOption) (*UpdateCommunityResponse, error)
 	// DeleteCommunity deletes a set of community aliases.
 	DeleteCommunity(ctx context.Context, in *DeleteCommunityRequest, opts ...grpc.CallOption) (*DeleteCommunityResponse, error)
+	// CreateNode records what the tenant's cluster says about one of its
+	// nodes: its labels. The k8s adapter keeps one Node per Kubernetes Node.
+	CreateNode(ctx context.Context, in *CreateNodeRequest, opts ...grpc.CallOption) (*CreateNodeResponse, error)
+	// GetNode returns one node's recorded labels.
+	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error)
+	// ListNodes lists a tenant's recorded nodes.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// UpdateNode changes the fields named in update_mask.
+	UpdateNode(ctx context.Context, in *UpdateNodeRequest, opts ...grpc.CallOption) (*UpdateNodeResponse, error)
+	// DeleteNode forgets a node's recorded labels.
+	DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error)
 }
 
 type announcementServiceClient struct {
@@ -364,6 +380,56 @@ func (c *announcementServiceClient) DeleteCommunity(ctx context.Context, in *Del
 	return out, nil
 }
 
+func (c *announcementServiceClient) CreateNode(ctx context.Context, in *CreateNodeRequest, opts ...grpc.CallOption) (*CreateNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateNodeResponse)
+	err := c.cc.Invoke(ctx, AnnouncementService_CreateNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *announcementServiceClient) GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodeResponse)
+	err := c.cc.Invoke(ctx, AnnouncementService_GetNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *announcementServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, AnnouncementService_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *announcementServiceClient) UpdateNode(ctx context.Context, in *UpdateNodeRequest, opts ...grpc.CallOption) (*UpdateNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNodeResponse)
+	err := c.cc.Invoke(ctx, AnnouncementService_UpdateNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *announcementServiceClient) DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNodeResponse)
+	err := c.cc.Invoke(ctx, AnnouncementService_DeleteNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AnnouncementServiceServer is the server API for AnnouncementService service.
 // All implementations must embed UnimplementedAnnouncementServiceServer
 // for forward compatibility.
@@ -422,6 +488,17 @@ type AnnouncementServiceServer interface {
 	UpdateCommunity(context.Context, *UpdateCommunityRequest) (*UpdateCommunityResponse, error)
 	// DeleteCommunity deletes a set of community aliases.
 	DeleteCommunity(context.Context, *DeleteCommunityRequest) (*DeleteCommunityResponse, error)
+	// CreateNode records what the tenant's cluster says about one of its
+	// nodes: its labels. The k8s adapter keeps one Node per Kubernetes Node.
+	CreateNode(context.Context, *CreateNodeRequest) (*CreateNodeResponse, error)
+	// GetNode returns one node's recorded labels.
+	GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error)
+	// ListNodes lists a tenant's recorded nodes.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// UpdateNode changes the fields named in update_mask.
+	UpdateNode(context.Context, *UpdateNodeRequest) (*UpdateNodeResponse, error)
+	// DeleteNode forgets a node's recorded labels.
+	DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error)
 	mustEmbedUnimplementedAnnouncementServiceServer()
 }
 
@@ -506,6 +583,21 @@ func (UnimplementedAnnouncementServiceServer) UpdateCommunity(context.Context, *
 }
 func (UnimplementedAnnouncementServiceServer) DeleteCommunity(context.Context, *DeleteCommunityRequest) (*DeleteCommunityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteCommunity not implemented")
+}
+func (UnimplementedAnnouncementServiceServer) CreateNode(context.Context, *CreateNodeRequest) (*CreateNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateNode not implemented")
+}
+func (UnimplementedAnnouncementServiceServer) GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
+}
+func (UnimplementedAnnouncementServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedAnnouncementServiceServer) UpdateNode(context.Context, *UpdateNodeRequest) (*UpdateNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNode not implemented")
+}
+func (UnimplementedAnnouncementServiceServer) DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNode not implemented")
 }
 func (UnimplementedAnnouncementServiceServer) mustEmbedUnimplementedAnnouncementServiceServer() {}
 func (UnimplementedAnnouncementServiceServer) testEmbeddedByValue()                             {}
@@ -978,6 +1070,96 @@ func _AnnouncementService_DeleteCommunity_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AnnouncementService_CreateNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AnnouncementServiceServer).CreateNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AnnouncementService_CreateNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AnnouncementServiceServer).CreateNode(ctx, req.(*CreateNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AnnouncementService_GetNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AnnouncementServiceServer).GetNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AnnouncementService_GetNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AnnouncementServiceServer).GetNode(ctx, req.(*GetNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AnnouncementService_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AnnouncementServiceServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AnnouncementService_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AnnouncementServiceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AnnouncementService_UpdateNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AnnouncementServiceServer).UpdateNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AnnouncementService_UpdateNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AnnouncementServiceServer).UpdateNode(ctx, req.(*UpdateNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AnnouncementService_DeleteNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AnnouncementServiceServer).DeleteNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AnnouncementService_DeleteNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AnnouncementServiceServer).DeleteNode(ctx, req.(*DeleteNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AnnouncementService_ServiceDesc is the grpc.ServiceDesc for AnnouncementService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1084,6 +1266,26 @@ var AnnouncementService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteCommunity",
 			Handler:    _AnnouncementService_DeleteCommunity_Handler,
+		},
+		{
+			MethodName: "CreateNode",
+			Handler:    _AnnouncementService_CreateNode_Handler,
+		},
+		{
+			MethodName: "GetNode",
+			Handler:    _AnnouncementService_GetNode_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _AnnouncementService_ListNodes_Handler,
+		},
+		{
+			MethodName: "UpdateNode",
+			Handler:    _AnnouncementService_UpdateNode_Handler,
+		},
+		{
+			MethodName: "DeleteNode",
+			Handler:    _AnnouncementService_DeleteNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -103,7 +103,16 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 		var owners []string
 		for i := range 3 {
 			o := fmt.Sprintf("ns/round-%d-%d", round, i)
-			allocate(t, tenantConn, tenant, o, "failover-pool")
+			// With a request_id, as a client that rides out a replica's
+			// death sends it: the gateway may then retry the call that met
+			// the dead replica's connection on another one.
+			if _, err := ipamv1.NewAllocationServiceClient(tenantConn).Allocate(t.Context(), &ipamv1.AllocateRequest{
+				Parent:     "tenants/" + tenant,
+				Allocation: &ipamv1.Allocation{Owner: o, RequestedPool: "pools/failover-pool"},
+				RequestId:  fmt.Sprintf("failover-%d-%d", round, i),
+			}); err != nil {
+				t.Fatalf("Allocate %s: %v", o, err)
+			}
 			owners = append(owners, o)
 		}
 		waitFor(owners...)

@@ -30,6 +30,9 @@ type State struct {
 	comms  map[string]*ipam.Community
 	nodes  map[string]*ipam.Node // "tenant/node": live registrations
 	drains map[string]*ipam.Drain
+	// cnodes are what the tenants' clusters say about their nodes, by
+	// "tenant/node", merged into the live registrations in Input.
+	cnodes map[string]*ipam.ClusterNode
 	owners map[string]ownerEntry // "tenant/addr"
 	dirty  map[string]bool       // tenants changed since Take
 	all    bool                  // every tenant changed (pools changed)
@@ -58,6 +61,7 @@ func (s *State) reset() {
 	s.comms = map[string]*ipam.Community{}
 	s.nodes = map[string]*ipam.Node{}
 	s.drains = map[string]*ipam.Drain{}
+	s.cnodes = map[string]*ipam.ClusterNode{}
 	s.owners = map[string]ownerEntry{}
 	s.dirty = map[string]bool{}
 }
@@ -142,6 +146,8 @@ func (s *State) apply(ev ipam.Event) bool {
 		put(s.nodes, id, v)
 	case ipam.KindDrain:
 		put(s.drains, id, v)
+	case ipam.KindClusterNode:
+		put(s.cnodes, id, v)
 	case ipam.KindL2Owner:
 		if o, ok := v.(*ipam.L2Owner); ok {
 			s.owners[id] = ownerEntry{node: o.Node, rev: ev.Rev}
@@ -214,6 +220,11 @@ func (s *State) Input(tenant string) (*planner.Input, map[netip.Addr]int64) {
 		c := *n
 		c.Live = true
 		c.Draining = s.drains[tenant+"/"+n.Name] != nil
+		var excluded bool
+		c.Labels, excluded = n.Effective(s.cnodes[tenant+"/"+n.Name])
+		// An excluded node announces nothing, as a drained one: its L2
+		// addresses move to another node before it stops answering.
+		c.Draining = c.Draining || excluded
 		in.Nodes = append(in.Nodes, &c)
 	}
 	revs := map[netip.Addr]int64{}

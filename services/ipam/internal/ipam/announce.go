@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"maps"
 	"net/netip"
 	"time"
 
@@ -146,6 +147,38 @@ type SessionStatus struct {
 	BFDUp      bool      `json:"bfdUp,omitempty"`
 	Since      time.Time `json:"since,omitzero"`
 	Advertised int       `json:"advertised,omitempty"`
+}
+
+// ClusterNode is what a tenant's cluster says about one of its nodes (the
+// API's Node resource; the k8s adapter writes one per Kubernetes Node): its
+// labels. They are merged over the labels the node's announcer registers
+// with (see Node.Effective).
+type ClusterNode struct {
+	Tenant     string            `json:"tenant"`
+	ID         string            `json:"id"` // the node's name
+	UID        string            `json:"uid"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	CreateTime time.Time         `json:"createTime"`
+	UpdateTime time.Time         `json:"updateTime"`
+}
+
+// ExcludeLabel marks a node that must not announce load-balancer
+// addresses, whatever its value (Kubernetes' well-known label, honoured by
+// MetalLB's speakers).
+const ExcludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// Effective returns the node as announcement sees it: its registered labels
+// with the cluster's (cn, may be nil) merged over them, and whether the
+// result excludes it from announcing.
+func (n *Node) Effective(cn *ClusterNode) (labels map[string]string, excluded bool) {
+	labels = n.Labels
+	if cn != nil && len(cn.Labels) > 0 {
+		labels = make(map[string]string, len(n.Labels)+len(cn.Labels))
+		maps.Copy(labels, n.Labels)
+		maps.Copy(labels, cn.Labels)
+	}
+	_, excluded = labels[ExcludeLabel]
+	return labels, excluded
 }
 
 // Drain marks a node drained: it outlives the node's sessions.

@@ -34,6 +34,9 @@ const (
 	// KindTenantGuard guards a tenant's quota: every allocation of a
 	// tenant with a quota writes it (see TenantGuard).
 	KindTenantGuard
+	// KindClusterNode is what a tenant's cluster says about a node (its
+	// labels), kept independently of the node's announcer.
+	KindClusterNode
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

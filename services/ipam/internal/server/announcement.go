@@ -17,6 +17,7 @@ type announcementService struct {
 	peer      *configKind[*ipamv1.BGPPeer, *ipam.BGPPeer]
 	bfd       *configKind[*ipamv1.BFDProfile, *ipam.BFDProfile]
 	community *configKind[*ipamv1.Community, *ipam.Community]
+	node      *configKind[*ipamv1.Node, *ipam.ClusterNode]
 }
 
 func newAnnouncementService(s *Server) *announcementService {
@@ -71,6 +72,16 @@ func newAnnouncementService(s *Server) *announcementService {
 			meta: func(d *ipam.Community) configMeta {
 				return configMeta{&d.Tenant, &d.ID, &d.UID, &d.CreateTime, &d.UpdateTime}
 			},
+		},
+		node: &configKind[*ipamv1.Node, *ipam.ClusterNode]{
+			kind: ipam.KindClusterNode, collection: "nodes", field: "node",
+			updatable: []string{"labels"},
+			from:      nodeFromProto, to: nodeToProto,
+			full: func(d *ipam.ClusterNode) *ipamv1.Node { return nodeToProto(d, 0) },
+			meta: func(d *ipam.ClusterNode) configMeta {
+				return configMeta{&d.Tenant, &d.ID, &d.UID, &d.CreateTime, &d.UpdateTime}
+			},
+			nameID: validNodeName, nameRule: nodeNameRule,
 		},
 	}
 }
@@ -268,4 +279,43 @@ func (a *announcementService) DeleteCommunity(ctx context.Context, req *ipamv1.D
 		return nil, err
 	}
 	return &ipamv1.DeleteCommunityResponse{}, nil
+}
+
+func (a *announcementService) CreateNode(ctx context.Context, req *ipamv1.CreateNodeRequest) (*ipamv1.CreateNodeResponse, error) {
+	p, err := configCreate(ctx, a.s, a.node, "CreateNode", req.GetParent(), req.GetNodeId(), req.GetNode(), req.GetRequestId(), req.GetValidateOnly(), req)
+	if err != nil {
+		return nil, err
+	}
+	return &ipamv1.CreateNodeResponse{Node: p}, nil
+}
+
+func (a *announcementService) GetNode(ctx context.Context, req *ipamv1.GetNodeRequest) (*ipamv1.GetNodeResponse, error) {
+	p, err := configGet(ctx, a.s, a.node, "GetNode", req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &ipamv1.GetNodeResponse{Node: p}, nil
+}
+
+func (a *announcementService) ListNodes(ctx context.Context, req *ipamv1.ListNodesRequest) (*ipamv1.ListNodesResponse, error) {
+	ps, next, err := configList(ctx, a.s, a.node, "ListNodes", req.GetParent(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	return &ipamv1.ListNodesResponse{Nodes: ps, NextPageToken: next}, nil
+}
+
+func (a *announcementService) UpdateNode(ctx context.Context, req *ipamv1.UpdateNodeRequest) (*ipamv1.UpdateNodeResponse, error) {
+	p, err := configUpdate(ctx, a.s, a.node, "UpdateNode", req.GetNode(), req.GetUpdateMask().GetPaths(), req.GetRequestId(), req.GetValidateOnly(), req)
+	if err != nil {
+		return nil, err
+	}
+	return &ipamv1.UpdateNodeResponse{Node: p}, nil
+}
+
+func (a *announcementService) DeleteNode(ctx context.Context, req *ipamv1.DeleteNodeRequest) (*ipamv1.DeleteNodeResponse, error) {
+	if err := configDelete(ctx, a.s, a.node, "DeleteNode", req.GetName(), req.GetEtag(), req.GetRequestId(), req); err != nil {
+		return nil, err
+	}
+	return &ipamv1.DeleteNodeResponse{}, nil
 }

@@ -301,3 +301,15 @@ func communityToProto(c *ipam.Community, rev int64) *ipamv1.Community {
 	}
 	return out
 }
+
+func nodeFromProto(fes *ipam.FieldErrors, prefix string, in *ipamv1.Node) *ipam.ClusterNode {
+	labelsOK(fes, prefix+".labels", in.GetLabels())
+	return &ipam.ClusterNode{Labels: in.GetLabels()}
+}
+
+func nodeToProto(n *ipam.ClusterNode, rev int64) *ipamv1.Node {
+	return &ipamv1.Node{
+		Name: configName(n.Tenant, "nodes", n.ID), Uid: n.UID, Labels: n.Labels,
+		Etag: etag(rev), CreateTime: ts(n.CreateTime), UpdateTime: ts(n.UpdateTime),
+	}
+}

@@ -30,6 +30,9 @@ type announcerService struct {
 // minimum). A live replica revokes at once when the session ends.
 const nodeLeaseTTL = 2 * time.Second
 
+// nodeNameRule is the rule validNodeName checks, for error messages.
+const nodeNameRule = "must be a node name: 1-253 lower-case letters, digits, '-' and '.'"
+
 // validNodeName reports whether s is a node name: 1-253 lower-case letters,
 // digits, '-' and '.' (a DNS subdomain, as Kubernetes node names are).
 func validNodeName(s string) bool {

@@ -45,6 +45,18 @@ type configKind[P proto.Message, D any] struct {
 	// whether one does.
 	users ipam.Kind
 	inUse func(id string) func(user any) bool
+	// nameID, if set, replaces validID for the kind's IDs, and nameRule
+	// idRule (nodes are named by their host names).
+	nameID   func(string) bool
+	nameRule string
+}
+
+// validID reports whether id is an ID of the kind, and the rule it breaks.
+func (k *configKind[P, D]) validID(id string) (bool, string) {
+	if k.nameID != nil {
+		return k.nameID(id), k.nameRule
+	}
+	return validID(id), idRule
 }
 
 // withConditions sets the conditions field of a config resource, if it has
@@ -69,13 +81,14 @@ func (s *Server) withConditions(m proto.Message, tenant, collection, id string) 
 	}
 }
 
-// parseConfigName returns the tenant and ID of
+// parseName returns the tenant and ID of
 // "tenants/{tenant}/{collection}/{id}".
-func parseConfigName(fes *ipam.FieldErrors, field, name, collection string) (string, string) {
+func (k *configKind[P, D]) parseName(fes *ipam.FieldErrors, field, name string) (string, string) {
 	rest, ok := strings.CutPrefix(name, "tenants/")
-	t, id, ok2 := strings.Cut(rest, "/"+collection+"/")
-	if !ok || !ok2 || !validTenant(t) || !validID(id) {
-		fes.Add(field, "must be tenants/{tenant}/%s/{id}, where {id} %s", collection, idRule)
+	t, id, ok2 := strings.Cut(rest, "/"+k.collection+"/")
+	idOK, rule := k.validID(id)
+	if !ok || !ok2 || !validTenant(t) || !idOK {
+		fes.Add(field, "must be tenants/{tenant}/%s/{id}, where {id} %s", k.collection, rule)
 		return "", ""
 	}
 	return t, id
@@ -98,8 +111,8 @@ func configCreate[P proto.Message, D any](ctx context.Context, s *Server, k *con
 	var zero P
 	var fes ipam.FieldErrors
 	tenant := parseParent(&fes, "parent", parent, false)
-	if !validID(id) {
-		fes.Add(k.field+"_id", "%s", idRule)
+	if ok, rule := k.validID(id); !ok {
+		fes.Add(k.field+"_id", "%s", rule)
 	}
 	if !in.ProtoReflect().IsValid() {
 		fes.Add(k.field, "is required")
@@ -122,7 +135,7 @@ func configCreate[P proto.Message, D any](ctx context.Context, s *Server, k *con
 func configGet[P proto.Message, D any](ctx context.Context, s *Server, k *configKind[P, D], method, name string) (P, error) {
 	var zero P
 	var fes ipam.FieldErrors
-	tenant, id := parseConfigName(&fes, "name", name, k.collection)
+	tenant, id := k.parseName(&fes, "name", name)
 	if err := fes.Err(); err != nil {
 		return zero, toStatus(ctx, s.logger, method, err)
 	}
@@ -169,7 +182,7 @@ func configList[P proto.Message, D any](ctx context.Context, s *Server, k *confi
 func configUpdate[P proto.Message, D any](ctx context.Context, s *Server, k *configKind[P, D], method string, in P, paths []string, requestID string, validateOnly bool, req proto.Message) (P, error) {
 	var zero P
 	var fes ipam.FieldErrors
-	tenant, id := parseConfigName(&fes, k.field+".name", stringField(in, "name"), k.collection)
+	tenant, id := k.parseName(&fes, k.field+".name", stringField(in, "name"))
 	etagRev := parseEtag(&fes, k.field+".etag", stringField(in, "etag"))
 	validRequestID(&fes, "request_id", requestID)
 	if len(paths) == 0 {
@@ -198,7 +211,7 @@ func configUpdate[P proto.Message, D any](ctx context.Context, s *Server, k *con
 
 func configDelete[P proto.Message, D any](ctx context.Context, s *Server, k *configKind[P, D], method, name, etagStr, requestID string, req proto.Message) error {
 	var fes ipam.FieldErrors
-	tenant, id := parseConfigName(&fes, "name", name, k.collection)
+	tenant, id := k.parseName(&fes, "name", name)
 	etagRev := parseEtag(&fes, "etag", etagStr)
 	validRequestID(&fes, "request_id", requestID)
 	if err := fes.Err(); err != nil {

@@ -33,6 +33,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindBFDProfile
 	case *ipam.Community:
 		ok = k == ipam.KindCommunity
+	case *ipam.ClusterNode:
+		ok = k == ipam.KindClusterNode
 	case *ipam.Node:
 		ok = k == ipam.KindNode
 	case *ipam.L2Owner:
@@ -86,6 +88,8 @@ func decode(k ipam.Kind, b []byte) (any, error) {
 		v = new(ipam.BFDProfile)
 	case ipam.KindCommunity:
 		v = new(ipam.Community)
+	case ipam.KindClusterNode:
+		v = new(ipam.ClusterNode)
 	case ipam.KindNode:
 		v = new(ipam.Node)
 	case ipam.KindL2Owner:

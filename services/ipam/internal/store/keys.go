@@ -24,6 +24,7 @@ const (
 	peersPrefix  = configPrefix + "peers/"
 	bfdPrefix    = configPrefix + "bfd/"
 	commPrefix   = configPrefix + "communities/"
+	cnodesPrefix = configPrefix + "nodes/"
 	nodesPrefix  = statePrefix + "nodes/"
 	ownersPrefix = statePrefix + "l2owners/"
 	drainsPrefix = statePrefix + "drains/"
@@ -75,6 +76,8 @@ func kindPrefix(k ipam.Kind) string {
 		return sharesPrefix
 	case ipam.KindTenantGuard:
 		return guardsPrefix
+	case ipam.KindClusterNode:
+		return cnodesPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -126,6 +129,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindTokenHash, hashPrefix},
 		{ipam.KindShare, sharesPrefix},
 		{ipam.KindTenantGuard, guardsPrefix},
+		{ipam.KindClusterNode, cnodesPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true

@@ -1,0 +1,164 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+)
+
+// ledger applies desired sets of IPAM resources (see apply) and remembers
+// the hash of what it last wrote per resource, so that unchanged resources
+// are not written again.
+type ledger struct {
+	logger *slog.Logger
+	what   string // what the resources are, for logs: "MetalLB resource"
+
+	mu      sync.Mutex
+	applied map[string][32]byte // "kind/id" -> hash
+}
+
+func newLedger(logger *slog.Logger, what string) *ledger {
+	return &ledger{logger: logger, what: what, applied: map[string][32]byte{}}
+}
+
+func (l *ledger) same(key string, sum [32]byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.applied[key] == sum
+}
+
+func (l *ledger) set(key string, sum [32]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applied[key] = sum
+}
+
+func (l *ledger) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.applied, key)
+}
+
+// desired is one IPAM resource a Kubernetes object stands for.
+type desired[T proto.Message] struct {
+	id  string
+	msg T
+	out *outcome
+}
+
+// kindOps are the IPAM calls for one kind of resource.
+type kindOps[T proto.Message] struct {
+	kind string
+	// list returns the adapter's own resources of the kind, by ID.
+	list   func(ctx context.Context) (map[string]T, error)
+	create func(ctx context.Context, id string, v T) error
+	update func(ctx context.Context, id string, v T) error
+	delete func(ctx context.Context, id string) error
+	// conditions returns a resource's own flags.
+	conditions func(v T) []*ipamv1.Condition
+	// after is called with the created or updated resources' IDs.
+	after func(ctx context.Context, changed []string)
+	// equal, if set, compares an existing resource with the desired one;
+	// an equal one is not written, whatever the ledger remembers (so a
+	// change made by someone else is undone at the next pass).
+	equal func(have, want T) bool
+}
+
+// apply creates and updates the desired resources and returns the step that
+// deletes the adapter's resources no longer desired.
+func apply[T proto.Message](ctx context.Context, l *ledger, ops kindOps[T], want []desired[T]) (func() error, error) {
+	have, err := ops.list(ctx)
+	if err != nil {
+		for _, d := range want {
+			d.out.err = err
+		}
+		return func() error { return nil }, fmt.Errorf("list %s: %w", ops.kind, err)
+	}
+	var errs []error
+	var changed []string
+	wanted := map[string]bool{}
+	for _, d := range want {
+		wanted[d.id] = true
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(d.msg)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		key := ops.kind + "/" + d.id
+		same := l.same(key, sum)
+		cur, exists := have[d.id]
+		if exists && ops.equal != nil {
+			same = ops.equal(cur, d.msg)
+		}
+		switch {
+		case !exists:
+			err = ops.create(ctx, d.id, d.msg)
+		case !same:
+			err = ops.update(ctx, d.id, d.msg)
+		}
+		if err != nil {
+			d.out.err = err
+			errs = append(errs, fmt.Errorf("%s %s: %w", ops.kind, d.id, err))
+			l.forget(key)
+			continue
+		}
+		if !exists || !same {
+			changed = append(changed, d.id)
+			l.set(key, sum)
+			l.logger.InfoContext(ctx, l.what+" applied", "kind", ops.kind, "id", d.id, "created", !exists)
+		}
+		if exists && ops.conditions != nil {
+			d.out.conditions = ops.conditions(cur)
+		}
+	}
+	if len(changed) > 0 && ops.after != nil {
+		ops.after(ctx, changed)
+	}
+	return func() error {
+		var errs []error
+		for id := range have {
+			if wanted[id] {
+				continue
+			}
+			if err := ops.delete(ctx, id); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s %s: %w", ops.kind, id, err))
+				continue
+			}
+			l.forget(ops.kind + "/" + id)
+			l.logger.InfoContext(ctx, l.what+" removed", "kind", ops.kind, "id", id)
+		}
+		return errors.Join(errs...)
+	}, errors.Join(errs...)
+}
+
+// listAll pages through a List call.
+func listAll[T any](ctx context.Context, page func(ctx context.Context, token string) ([]T, string, error)) ([]T, error) {
+	var out []T
+	token := ""
+	for {
+		items, next, err := page(ctx, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if lb.ReasonOf(err) == "NOT_FOUND" {
+		return nil
+	}
+	return err
+}
