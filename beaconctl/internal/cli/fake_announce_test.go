@@ -262,6 +262,30 @@ func (f *fakeIPAM) DeleteCommunity(_ context.Context, req *ipamv1.DeleteCommunit
 	return &ipamv1.DeleteCommunityResponse{}, configDelete(f, req.GetName(), req.GetEtag())
 }
 
+func (f *fakeIPAM) CreateNode(_ context.Context, req *ipamv1.CreateNodeRequest) (*ipamv1.CreateNodeResponse, error) {
+	m, err := configCreate(f, req.GetParent(), "nodes", req.GetNodeId(), req.GetNode(), req.GetValidateOnly())
+	return &ipamv1.CreateNodeResponse{Node: m}, err
+}
+
+func (f *fakeIPAM) GetNode(_ context.Context, req *ipamv1.GetNodeRequest) (*ipamv1.GetNodeResponse, error) {
+	m, err := configGet[*ipamv1.Node](f, req.GetName())
+	return &ipamv1.GetNodeResponse{Node: m}, err
+}
+
+func (f *fakeIPAM) ListNodes(_ context.Context, req *ipamv1.ListNodesRequest) (*ipamv1.ListNodesResponse, error) {
+	ms, next, err := configList[*ipamv1.Node](f, req.GetParent(), "nodes", req.GetPageToken(), req.GetPageSize())
+	return &ipamv1.ListNodesResponse{Nodes: ms, NextPageToken: next}, err
+}
+
+func (f *fakeIPAM) UpdateNode(_ context.Context, req *ipamv1.UpdateNodeRequest) (*ipamv1.UpdateNodeResponse, error) {
+	m, err := configUpdate(f, req.GetNode(), req.GetUpdateMask().GetPaths(), req.GetValidateOnly())
+	return &ipamv1.UpdateNodeResponse{Node: m}, err
+}
+
+func (f *fakeIPAM) DeleteNode(_ context.Context, req *ipamv1.DeleteNodeRequest) (*ipamv1.DeleteNodeResponse, error) {
+	return &ipamv1.DeleteNodeResponse{}, configDelete(f, req.GetName(), req.GetEtag())
+}
+
 func (f *fakeIPAM) GetAnnouncer(_ context.Context, req *ipamv1.GetAnnouncerRequest) (*ipamv1.GetAnnouncerResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -314,6 +314,7 @@ func seedConfigs(f *fakeIPAM) {
 		&ipamv1.Community{Name: "tenants/acme/communities/tags", Etag: "e1", Aliases: []*ipamv1.CommunityAlias{
 			{Name: "a", Value: "65000:1"}, {Name: "b", Value: "65000:2"},
 		}},
+		&ipamv1.Node{Name: "tenants/acme/nodes/worker-1.lab", Etag: "e1", Labels: map[string]string{"zone": "a", "rack": "r1"}},
 	} {
 		f.configs[fakeString(m, "name")] = m
 	}
@@ -447,6 +448,17 @@ func TestConfigUpdateRequests(t *testing.T) {
 			}},
 			wantErr: "Aborted",
 		},
+		{
+			name: "node labels are edited with the etag read",
+			args: []string{"node", "update", "worker-1.lab", "--tenant", "acme", "--label", "rack-", "--label", "zone=b", "--label", "node.kubernetes.io/exclude-from-external-load-balancers="},
+			want: []proto.Message{&ipamv1.GetNodeRequest{Name: "tenants/acme/nodes/worker-1.lab"}, &ipamv1.UpdateNodeRequest{
+				Node: &ipamv1.Node{Name: "tenants/acme/nodes/worker-1.lab", Etag: "e1", Labels: map[string]string{
+					"zone": "b", "node.kubernetes.io/exclude-from-external-load-balancers": "",
+				}},
+				UpdateMask: mask("labels"),
+			}},
+		},
+		{name: "node label removal on create", args: []string{"node", "create", "w2", "--tenant", "acme", "--label", "zone-"}, wantErr: `--label "zone-": want KEY=VALUE`},
 		{name: "community bad edit fails before reading", args: []string{"community", "update", "tags", "--tenant", "acme", "--alias", "=x"}, wantErr: "want NAME=VALUE or NAME-"},
 		{
 			name:    "community unknown",
@@ -480,6 +492,9 @@ func TestConfigGetListDeleteRequests(t *testing.T) {
 		{name: "delete each kind", args: []string{"bgpadv", "delete", "tenants/acme/bgpAdvertisements/web"}, want: []proto.Message{&ipamv1.DeleteBGPAdvertisementRequest{Name: "tenants/acme/bgpAdvertisements/web"}}},
 		{name: "delete peer", args: []string{"peer", "delete", "tor1", "--tenant", "acme"}, want: []proto.Message{&ipamv1.DeleteBGPPeerRequest{Name: "tenants/acme/bgpPeers/tor1"}}},
 		{name: "delete l2", args: []string{"l2adv", "delete", "web", "--tenant", "acme"}, want: []proto.Message{&ipamv1.DeleteL2AdvertisementRequest{Name: "tenants/acme/l2Advertisements/web"}}},
+		{name: "list nodes", args: []string{"nodes", "list", "--tenant", "acme"}, want: []proto.Message{&ipamv1.ListNodesRequest{Parent: "tenants/acme"}}},
+		{name: "get node by full name", args: []string{"node", "get", "tenants/acme/nodes/worker-1.lab"}, want: []proto.Message{&ipamv1.GetNodeRequest{Name: "tenants/acme/nodes/worker-1.lab"}}},
+		{name: "delete node", args: []string{"node", "delete", "worker-1.lab", "--tenant", "acme"}, want: []proto.Message{&ipamv1.DeleteNodeRequest{Name: "tenants/acme/nodes/worker-1.lab"}}},
 		{name: "delete community", args: []string{"community", "delete", "tags", "--tenant", "acme"}, want: []proto.Message{&ipamv1.DeleteCommunityRequest{Name: "tenants/acme/communities/tags"}}},
 		{name: "delete in every tenant", args: []string{"l2adv", "delete", "web", "--tenant", "-"}, wantErr: "cannot name one resource"},
 	})
@@ -581,6 +596,19 @@ tenants/acme/bgpPeers/tor1   64512    64500      192.0.2.1:1179   fast   {rack=r
 tenants/acme/communities/tags   prod=65000:100,old=65000:1
 `,
 		},
+		{
+			args: []string{"node", "create", "worker-1", "--tenant", "acme", "--label", "zone=a", "--label", "rack=r1"},
+			wantStdout: `NAME                          LABELS
+tenants/acme/nodes/worker-1   rack=r1,zone=a
+`,
+		},
+		{
+			args: []string{"node", "update", "worker-1", "--tenant", "acme", "--label", "rack-", "--label", "zone=b"},
+			wantStdout: `NAME                          LABELS
+tenants/acme/nodes/worker-1   zone=b
+`,
+		},
+		{args: []string{"node", "delete", "worker-1", "--tenant", "acme", "-o", "name"}, wantStdout: "tenants/acme/nodes/worker-1\n"},
 		{
 			args: []string{"community", "update", "tags", "--tenant", "acme", "--alias", "old-", "--alias", "edge=large:64512:1:2"},
 			wantStdout: `NAME                            ALIASES

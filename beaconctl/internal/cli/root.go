@@ -142,6 +142,7 @@ admin token, if those files exist.
 		newConfigCommand(g, peerKind()),
 		newConfigCommand(g, bfdKind()),
 		newConfigCommand(g, communityKind()),
+		newConfigCommand(g, nodeKind()),
 		newAnnouncerCommand(g),
 		newTenantCommand(g),
 		newTokenCommand(g),

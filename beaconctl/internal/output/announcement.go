@@ -233,3 +233,18 @@ func CommunityTable(w io.Writer, comms []*ipamv1.Community) error {
 	}
 	return writeRows(w, []string{"NAME", "ALIASES"}, rows)
 }
+
+// NodeTable writes nodes as a table: NAME LABELS, the labels as KEY=VALUE
+// in key order, separated by commas.
+func NodeTable(w io.Writer, nodes []*ipamv1.Node) error {
+	rows := make([][]string, 0, len(nodes))
+	for _, n := range nodes {
+		labels := n.GetLabels()
+		kv := make([]string, 0, len(labels))
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			kv = append(kv, k+"="+labels[k])
+		}
+		rows = append(rows, []string{n.GetName(), strings.Join(kv, ",")})
+	}
+	return writeRows(w, []string{"NAME", "LABELS"}, rows)
+}

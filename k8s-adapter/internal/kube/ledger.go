@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -161,4 +162,38 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// resyncLoop calls sync at once, then on every trigger and every period,
+// and after a failure again with a back-off (0.5 s doubling to 30 s), until
+// ctx is done. what names the synced things in logs.
+func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period time.Duration, trigger <-chan struct{}, sync func(context.Context) error) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	delay := time.Duration(0)
+	for {
+		start := time.Now()
+		err := sync(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			delay = min(max(2*delay, 500*time.Millisecond), 30*time.Second)
+			logger.WarnContext(ctx, what+" not all synced; retrying", "error", err, "in", delay.String())
+		} else {
+			delay = 0
+			logger.DebugContext(ctx, what+" synced", "took", time.Since(start).String())
+		}
+		var retry <-chan time.Time
+		if delay > 0 {
+			retry = time.After(delay)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+		case <-tick.C:
+		case <-retry:
+		}
+	}
 }

@@ -155,34 +155,7 @@ func (m *metallbSync) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(m.c.cfg.MetalLBResync)
-	defer tick.Stop()
-	delay := time.Duration(0)
-	for {
-		start := time.Now()
-		err := m.sync(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			delay = min(max(2*delay, 500*time.Millisecond), 30*time.Second)
-			m.c.logger.WarnContext(ctx, "MetalLB import incomplete; retrying", "error", err, "in", delay.String())
-		} else {
-			delay = 0
-			m.c.logger.DebugContext(ctx, "MetalLB resources synced", "took", time.Since(start).String())
-		}
-		var retry <-chan time.Time
-		if delay > 0 {
-			retry = time.After(delay)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.trigger:
-		case <-tick.C:
-		case <-retry:
-		}
-	}
+	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.trigger, m.sync)
 }
 
 // objects returns the cached objects of a kind, by name.

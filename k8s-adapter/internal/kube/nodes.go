@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -84,34 +83,7 @@ func (s *nodeSync) changed(oldObj, newObj any) {
 
 // run syncs on every change and every NodeResync until ctx is done.
 func (s *nodeSync) run(ctx context.Context) {
-	tick := time.NewTicker(s.c.cfg.NodeResync)
-	defer tick.Stop()
-	delay := time.Duration(0)
-	for {
-		start := time.Now()
-		err := s.sync(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			delay = min(max(2*delay, 500*time.Millisecond), 30*time.Second)
-			s.c.logger.WarnContext(ctx, "node labels not all synced; retrying", "error", err, "in", delay.String())
-		} else {
-			delay = 0
-			s.c.logger.DebugContext(ctx, "node labels synced", "took", time.Since(start).String())
-		}
-		var retry <-chan time.Time
-		if delay > 0 {
-			retry = time.After(delay)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.trigger:
-		case <-tick.C:
-		case <-retry:
-		}
-	}
+	resyncLoop(ctx, s.c.logger, "node labels", s.c.cfg.NodeResync, s.trigger, s.sync)
 }
 
 // sync makes the tenant's IPAM Nodes those of the cluster.

@@ -16,16 +16,23 @@ import (
 
 const excludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
 
+// announcementClient returns an AnnouncementService client of the replica
+// at addr, closed when the test ends.
+func announcementClient(t *testing.T, addr string) ipamv1.AnnouncementServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return ipamv1.NewAnnouncementServiceClient(conn)
+}
+
 // TestNodeValidation: every bad field of the Node resource is named.
 func TestNodeValidation(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	n := startNode(t, env.client, replica.Options{})
-	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ann := ipamv1.NewAnnouncementServiceClient(conn)
+	ann := announcementClient(t, n.addr)
 	ctx := ctxT(t)
 	long := make([]byte, 254)
 	for i := range long {
@@ -80,12 +87,7 @@ func TestNodeLabels(t *testing.T) {
 	n := startNode(t, env.client, replica.Options{})
 	n2 := startNode(t, env.dial(t), replica.Options{}) // serves node-a
 	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
-	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ann := ipamv1.NewAnnouncementServiceClient(conn)
+	ann := announcementClient(t, n.addr)
 	ctx := ctxT(t)
 	if _, err := ann.CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: "tenants/c1", L2AdvertisementId: "zone-a", L2Advertisement: &ipamv1.L2Advertisement{
 		Pools:         []string{"pools/lan"},
