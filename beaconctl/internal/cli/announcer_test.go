@@ -73,6 +73,7 @@ tenants/lab/announcers/rack7.example   true   false      -            0         
 Live:        true
 Connected:   2026-03-04T05:06:07Z
 Draining:    false
+Excluded:    false
 Labels:      zone=a
 
 Interfaces:

@@ -234,6 +234,7 @@ tenants/acme/announcers/node-2   false   true       -                 0         
 Live:        true
 Connected:   2026-03-04T04:06:07Z
 Draining:    false
+Excluded:    false
 Labels:      kubernetes.io/hostname=node-1,zone=a
 
 Interfaces:
@@ -261,6 +262,7 @@ BGP sessions:
 Live:        false
 Connected:   -
 Draining:    true
+Excluded:    false
 Labels:      -
 
 Interfaces: none

@@ -120,6 +120,7 @@ func AnnouncerDetails(w io.Writer, a *ipamv1.Announcer) error {
 		{"Live:", strconv.FormatBool(a.GetLive())},
 		{"Connected:", Timestamp(a.GetConnectTime())},
 		{"Draining:", strconv.FormatBool(a.GetDraining())},
+		{"Excluded:", strconv.FormatBool(a.GetExcluded())},
 		{"Labels:", strings.Join(kv, ",")},
 	}
 	tw := newTabWriter(w)

@@ -1232,7 +1232,9 @@ type Announcer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "tenants/{tenant}/announcers/{node}".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The node's labels.
+	// The node's labels as node selectors see them: those the announcer
+	// registered with, with the labels of the tenant's Node resource of the
+	// same name (AnnouncementService) merged over them.
 	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The node's interfaces.
 	Interfaces []*NetworkInterface `protobuf:"bytes,3,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
@@ -1243,7 +1245,10 @@ type Announcer struct {
 	// Whether it is drained.
 	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
 	// When its current session started.
-	ConnectTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
+	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
+	// Whether its labels exclude it from announcing anything
+	// (node.kubernetes.io/exclude-from-external-load-balancers).
+	Excluded      bool `protobuf:"varint,8,opt,name=excluded,proto3" json:"excluded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1325,6 +1330,13 @@ func (x *Announcer) GetConnectTime() *timestamppb.Timestamp {
 		return x.ConnectTime
 	}
 	return nil
+}
+
+func (x *Announcer) GetExcluded() bool {
+	if x != nil {
+		return x.Excluded
+	}
+	return false
 }
 
 // GetAnnouncerRequest is the request of GetAnnouncer.
@@ -1816,7 +1828,7 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\x06change\x18\x02 \x01(\v2\x1a.beacon.ipam.v1.PlanChangeH\x00R\x06change\x12!\n" +
 	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12H\n" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatIntervalB\x06\n" +
-	"\x04body\"\x83\x03\n" +
+	"\x04body\"\x9f\x03\n" +
 	"\tAnnouncer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.beacon.ipam.v1.Announcer.LabelsEntryR\x06labels\x12@\n" +
@@ -1826,7 +1838,8 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\v2\x1f.beacon.ipam.v1.AnnouncerStatusR\x06status\x12\x12\n" +
 	"\x04live\x18\x05 \x01(\bR\x04live\x12\x1a\n" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x12=\n" +
-	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x1a9\n" +
+	"\fconnect_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12\x1a\n" +
+	"\bexcluded\x18\b \x01(\bR\bexcluded\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +

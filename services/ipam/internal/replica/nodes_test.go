@@ -16,23 +16,23 @@ import (
 
 const excludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
 
-// announcementClient returns an AnnouncementService client of the replica
-// at addr, closed when the test ends.
-func announcementClient(t *testing.T, addr string) ipamv1.AnnouncementServiceClient {
+// dialReplica returns a client connection to the replica at addr, closed
+// when the test ends.
+func dialReplica(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return ipamv1.NewAnnouncementServiceClient(conn)
+	return conn
 }
 
 // TestNodeValidation: every bad field of the Node resource is named.
 func TestNodeValidation(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	n := startNode(t, env.client, replica.Options{})
-	ann := announcementClient(t, n.addr)
+	ann := ipamv1.NewAnnouncementServiceClient(dialReplica(t, n.addr))
 	ctx := ctxT(t)
 	long := make([]byte, 254)
 	for i := range long {
@@ -87,7 +87,7 @@ func TestNodeLabels(t *testing.T) {
 	n := startNode(t, env.client, replica.Options{})
 	n2 := startNode(t, env.dial(t), replica.Options{}) // serves node-a
 	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
-	ann := announcementClient(t, n.addr)
+	ann := ipamv1.NewAnnouncementServiceClient(dialReplica(t, n.addr))
 	ctx := ctxT(t)
 	if _, err := ann.CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: "tenants/c1", L2AdvertisementId: "zone-a", L2Advertisement: &ipamv1.L2Advertisement{
 		Pools:         []string{"pools/lan"},
@@ -143,6 +143,28 @@ func TestNodeLabels(t *testing.T) {
 	waitFor(t, "the address to leave the excluded node", func() bool {
 		return cmp.Equal([]string{vip}, a.l2Addrs()) && len(b.l2Addrs()) == 0
 	})
+	// The announcer resource shows the labels the selectors match, and the
+	// exclusion.
+	anc := ipamv1.NewAnnouncerServiceClient(dialReplica(t, n.addr))
+	got, err := anc.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: "tenants/c1/announcers/node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"zone": "a", "rack": "r1"}, got.GetAnnouncer().GetLabels()); diff != "" || got.GetAnnouncer().GetExcluded() {
+		t.Fatalf("node-a's announcer: labels (-want +got):\n%s\nexcluded %v", diff, got.GetAnnouncer().GetExcluded())
+	}
+	all, err := anc.ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: "tenants/c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	excluded := map[string]bool{}
+	for _, x := range all.GetAnnouncers() {
+		excluded[x.GetName()] = x.GetExcluded()
+	}
+	if diff := cmp.Diff(map[string]bool{"tenants/c1/announcers/node-a": false, "tenants/c1/announcers/node-b": true}, excluded); diff != "" {
+		t.Fatalf("ListAnnouncers excluded (-want +got):\n%s", diff)
+	}
+
 	// A stale etag is refused.
 	_, err = ann.UpdateNode(ctx, &ipamv1.UpdateNodeRequest{
 		Node:       &ipamv1.Node{Name: "tenants/c1/nodes/node-b", Etag: nb.GetNode().GetEtag()},
@@ -161,11 +183,11 @@ func TestNodeLabels(t *testing.T) {
 	if diff := cmp.Diff([]string{"tenants/c1/nodes/node-a", "tenants/c1/nodes/node-b"}, names); diff != "" {
 		t.Fatalf("ListNodes (-want +got):\n%s", diff)
 	}
-	got, err := ann.GetNode(ctx, &ipamv1.GetNodeRequest{Name: "tenants/c1/nodes/node-b"})
+	gotNode, err := ann.GetNode(ctx, &ipamv1.GetNodeRequest{Name: "tenants/c1/nodes/node-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"zone": "a", excludeLabel: ""}, got.GetNode().GetLabels()); diff != "" {
+	if diff := cmp.Diff(map[string]string{"zone": "a", excludeLabel: ""}, gotNode.GetNode().GetLabels()); diff != "" {
 		t.Fatalf("GetNode labels (-want +got):\n%s", diff)
 	}
 

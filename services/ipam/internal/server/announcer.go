@@ -346,10 +346,13 @@ func deltaToProto(tenant string, d *planner.Delta) *ipamv1.PlanChange {
 	return out
 }
 
-func (a *announcerService) announcerToProto(n *ipam.Node, live, draining bool) *ipamv1.Announcer {
+// announcerToProto renders a node's registration, with the labels of its
+// cluster record cn (may be nil) merged in.
+func (a *announcerService) announcerToProto(n *ipam.Node, cn *ipam.ClusterNode, live, draining bool) *ipamv1.Announcer {
+	labels, excluded := n.Effective(cn)
 	out := &ipamv1.Announcer{
-		Name: "tenants/" + n.Tenant + "/announcers/" + n.Name, Labels: n.Labels, Live: live, Draining: draining,
-		Status: &ipamv1.AnnouncerStatus{},
+		Name: "tenants/" + n.Tenant + "/announcers/" + n.Name, Labels: labels, Live: live, Draining: draining,
+		Excluded: excluded, Status: &ipamv1.AnnouncerStatus{},
 	}
 	if !n.ConnectTime.IsZero() {
 		out.ConnectTime = timestamppb.New(n.ConnectTime)
@@ -410,7 +413,15 @@ func (a *announcerService) announcer(ctx context.Context, tenant, node string) (
 	if !live && !draining {
 		return nil, ipam.Refuse(ipam.ErrNotFound, "announcer tenants/%s/announcers/%s is not subscribed", tenant, node)
 	}
-	return a.announcerToProto(n, live, draining), nil
+	var cn *ipam.ClusterNode
+	ev, err = a.s.r.Get(ctx, ipam.Ref{Kind: ipam.KindClusterNode, ID: tenant + "/" + node})
+	switch {
+	case err == nil:
+		cn = ev.Value.(*ipam.ClusterNode)
+	case !errors.Is(err, ipam.ErrNotFound):
+		return nil, err
+	}
+	return a.announcerToProto(n, cn, live, draining), nil
 }
 
 func (a *announcerService) GetAnnouncer(ctx context.Context, req *ipamv1.GetAnnouncerRequest) (*ipamv1.GetAnnouncerResponse, error) {
@@ -452,11 +463,19 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 	for _, ev := range drains.Items {
 		drained[ev.Ref.ID] = true
 	}
+	cnodes, err := a.s.r.List(ctx, ipam.KindClusterNode, prefix, "", 100000, page.Revision)
+	if err != nil {
+		return nil, toStatus(ctx, a.s.logger, method, err)
+	}
+	cluster := map[string]*ipam.ClusterNode{}
+	for _, ev := range cnodes.Items {
+		cluster[ev.Ref.ID] = ev.Value.(*ipam.ClusterNode)
+	}
 	resp := &ipamv1.ListAnnouncersResponse{}
 	live := map[string]bool{}
 	for _, ev := range page.Items {
 		live[ev.Ref.ID] = true
-		resp.Announcers = append(resp.Announcers, a.announcerToProto(ev.Value.(*ipam.Node), true, drained[ev.Ref.ID]))
+		resp.Announcers = append(resp.Announcers, a.announcerToProto(ev.Value.(*ipam.Node), cluster[ev.Ref.ID], true, drained[ev.Ref.ID]))
 	}
 	if page.More && len(page.Items) > 0 {
 		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
@@ -466,7 +485,7 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 	if resp.NextPageToken == "" {
 		for _, ev := range drains.Items {
 			if d, ok := ev.Value.(*ipam.Drain); ok && !live[ev.Ref.ID] && ev.Ref.ID > after {
-				resp.Announcers = append(resp.Announcers, a.announcerToProto(&ipam.Node{Tenant: d.Tenant, Name: d.Node}, false, true))
+				resp.Announcers = append(resp.Announcers, a.announcerToProto(&ipam.Node{Tenant: d.Tenant, Name: d.Node}, cluster[ev.Ref.ID], false, true))
 			}
 		}
 	}
@@ -504,7 +523,7 @@ func (a *announcerService) UndrainAnnouncer(ctx context.Context, req *ipamv1.Und
 	out, err := a.announcer(ctx, tenant, node)
 	if errors.Is(err, ipam.ErrNotFound) {
 		// Not subscribed and no longer drained: nothing left to show.
-		return &ipamv1.UndrainAnnouncerResponse{Announcer: a.announcerToProto(&ipam.Node{Tenant: tenant, Name: node}, false, false)}, nil
+		return &ipamv1.UndrainAnnouncerResponse{Announcer: a.announcerToProto(&ipam.Node{Tenant: tenant, Name: node}, nil, false, false)}, nil
 	}
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)
