@@ -62,6 +62,17 @@ func TestL2Drain(t *testing.T) {
 	}
 }
 
+// A node whose Node resource gets node.kubernetes.io/exclude-from-external-
+// load-balancers (what the k8s adapter writes for a so labelled Kubernetes
+// Node) stops announcing; its addresses move as in a drain, make-before-
+// break.
+func TestL2Exclude(t *testing.T) {
+	s := failover(t, e2e.Exclude, 5)
+	if p := s.Percentile(99); p > 200*time.Millisecond {
+		t.Errorf("p99 outage %v > 200ms", p)
+	}
+}
+
 // A hung announcer (SIGSTOP: its connection stays up, its heartbeats stop)
 // loses its addresses when the IPAM's heartbeat watchdog (three missed
 // 200 ms heartbeats) ends its session.

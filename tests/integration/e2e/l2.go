@@ -87,7 +87,18 @@ const (
 	// Hang SIGSTOPs the owner's announcerd: its connection stays up but its
 	// heartbeats stop (SIGCONT after the trial; it then reconnects).
 	Hang
+	// Exclude labels the owner node.kubernetes.io/exclude-from-external-
+	// load-balancers through its Node resource, as the k8s adapter does for
+	// a labelled Kubernetes Node (the resource is deleted after the trial).
+	Exclude
 )
+
+// ExcludeLabel is Kubernetes' label that keeps a node from announcing.
+const ExcludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// makeBeforeBreak reports whether the old owner keeps answering until it
+// hears of the move (the IPAM moves the addresses first).
+func (k FailoverKind) makeBeforeBreak() bool { return k == Drain || k == Exclude }
 
 func (k FailoverKind) String() string {
 	switch k {
@@ -99,6 +110,8 @@ func (k FailoverKind) String() string {
 		return "drain"
 	case Hang:
 		return "hang"
+	case Exclude:
+		return "exclude"
 	}
 	return fmt.Sprintf("FailoverKind(%d)", int(k))
 }
@@ -112,10 +125,10 @@ type Failover struct {
 	Switch map[netip.Addr]time.Duration
 	// Outage is what the client lost. For Kill and LinkDown it is the
 	// longest Switch: the old owner is gone from the cause on. For Drain
-	// the old owner keeps answering until it hears of the move, so it is
-	// the time from its last ARP reply (seen by the prober) until the
-	// client's IPv4 entry pointed at the new owner, and zero when the
-	// entry moved first (make before break).
+	// and Exclude the old owner keeps answering until it hears of the
+	// move, so it is the time from its last ARP reply (seen by the prober)
+	// until the client's IPv4 entry pointed at the new owner, and zero when
+	// the entry moved first (make before break).
 	Outage time.Duration
 }
 
@@ -129,7 +142,7 @@ func (c *Cluster) MeasureFailover(ctx context.Context, svc *L2Service, kind Fail
 	}
 	defer watch.Close()
 	var prober *ARPProber
-	if kind == Drain {
+	if kind.makeBeforeBreak() {
 		if prober, err = c.StartARPProber(svc.V4(), 2*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -172,10 +185,10 @@ func (c *Cluster) MeasureFailover(ctx context.Context, svc *L2Service, kind Fail
 			f.Outage = max(f.Outage, t.Sub(start))
 			lastSwitch = later(lastSwitch, t)
 		}
-		if kind == Drain {
+		if kind.makeBeforeBreak() {
 			last, err := waitSilent(ctx, prober, old.MAC)
 			if err != nil {
-				return out, fmt.Errorf("e2e: drain trial %d: %s: %w", trial, old.Name, err)
+				return out, fmt.Errorf("e2e: %s trial %d: %s: %w", kind, trial, old.Name, err)
 			}
 			f.Outage = max(0, at[svc.V4()].Sub(last))
 		}
@@ -220,6 +233,11 @@ func (c *Cluster) cause(ctx context.Context, kind FailoverKind, n *Node) error {
 		defer cancel()
 		_, err := c.Announcers.DrainAnnouncer(cctx, &ipamv1.DrainAnnouncerRequest{Name: n.ResourceName()})
 		return err
+	case Exclude:
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_, err := c.Config.CreateNode(cctx, &ipamv1.CreateNodeRequest{Parent: Parent, NodeId: n.Name, Node: &ipamv1.Node{Labels: map[string]string{ExcludeLabel: ""}}})
+		return err
 	}
 	return fmt.Errorf("unknown failover kind %v", kind)
 }
@@ -251,6 +269,22 @@ func (c *Cluster) restore(ctx context.Context, kind FailoverKind, n *Node) error
 			}
 			if a.GetDraining() {
 				return errors.New("still draining")
+			}
+			return nil
+		})
+	case Exclude:
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		if _, err := c.Config.DeleteNode(cctx, &ipamv1.DeleteNodeRequest{Name: Parent + "/nodes/" + n.Name}); err != nil {
+			return err
+		}
+		return netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+			a, err := n.Announcer(ctx)
+			if err != nil {
+				return err
+			}
+			if a.GetExcluded() {
+				return errors.New("still excluded")
 			}
 			return nil
 		})
