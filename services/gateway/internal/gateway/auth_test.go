@@ -110,7 +110,7 @@ func TestAuthentication(t *testing.T) {
 			})
 		}
 		// A viewer may not write.
-		res := do(t, env.HTTP(t, testenv.Cert("beacon://viewer")), env.Request(t, testenv.Cred{}, "POST", "/v1/pools?poolId=x", `{"ranges":["10.9.9.0/24"]}`))
+		res := do(t, env.HTTP(t, testenv.Cert("beacon://viewer")), env.Request(t, testenv.Cred{}, "POST", "/v1/pools?poolId=x", `{"ranges":["198.51.100.0/24"]}`))
 		if res.Code != http.StatusForbidden || decodeError(t, res.Body).Code != int(codes.PermissionDenied) {
 			t.Errorf("viewer POST /v1/pools = %d %s, want 403", res.Code, res.Body)
 		}
