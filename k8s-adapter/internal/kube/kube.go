@@ -273,9 +273,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.metallb.start(ctx)
 		synced = append(synced, c.metallb.hasSynced)
 	}
-	if c.nodes != nil {
-		synced = append(synced, c.nodes.inf.HasSynced)
-	}
+	// The Node cache is not waited for here: without RBAC for Nodes it
+	// never fills, and Services must not wait for it (see nodeSync.run).
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}

@@ -90,7 +90,7 @@ func apply[T proto.Message](ctx context.Context, l *ledger, ops kindOps[T], want
 		wanted[d.id] = true
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(d.msg)
 		if err != nil {
-			return nil, err
+			return func() error { return nil }, err
 		}
 		sum := sha256.Sum256(b)
 		key := ops.kind + "/" + d.id
@@ -164,9 +164,15 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
+// minResyncGap is the least time between two passes of a resyncLoop, so
+// that a burst of changes (labels rewritten on every Node) makes a few
+// passes, not one per change.
+const minResyncGap = 200 * time.Millisecond
+
 // resyncLoop calls sync at once, then on every trigger and every period,
-// and after a failure again with a back-off (0.5 s doubling to 30 s), until
-// ctx is done. what names the synced things in logs.
+// at most once per minResyncGap, until ctx is done. After a failure it
+// calls it again with a back-off (0.5 s doubling to 30 s), triggers
+// waiting meanwhile. what names the synced things in logs.
 func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period time.Duration, trigger <-chan struct{}, sync func(context.Context) error) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
@@ -184,16 +190,24 @@ func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period ti
 			delay = 0
 			logger.DebugContext(ctx, what+" synced", "took", time.Since(start).String())
 		}
-		var retry <-chan time.Time
 		if delay > 0 {
-			retry = time.After(delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-trigger:
 		case <-tick.C:
-		case <-retry:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(minResyncGap))):
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -81,8 +82,22 @@ func (s *nodeSync) changed(oldObj, newObj any) {
 	s.poke()
 }
 
-// run syncs on every change and every NodeResync until ctx is done.
+// run waits for the Node cache to fill (a partial cache would delete the
+// records of the Nodes not in it yet), then syncs on every change and every
+// NodeResync until ctx is done.
 func (s *nodeSync) run(ctx context.Context) {
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	synced := cache.WaitForCacheSync(wait.Done(), s.inf.HasSynced)
+	cancel()
+	if !synced {
+		if ctx.Err() != nil {
+			return
+		}
+		s.c.logger.WarnContext(ctx, "Nodes not listed after 30 s (does the adapter's ClusterRole allow list and watch on nodes?); node labels are synced once they are")
+		if !cache.WaitForCacheSync(ctx.Done(), s.inf.HasSynced) {
+			return
+		}
+	}
 	resyncLoop(ctx, s.c.logger, "node labels", s.c.cfg.NodeResync, s.trigger, s.sync)
 }
 

@@ -1246,7 +1246,7 @@ type Announcer struct {
 	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
 	// When its current session started.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
-	// Whether its labels exclude it from announcing anything
+	// Output only. Whether its labels exclude it from announcing anything
 	// (node.kubernetes.io/exclude-from-external-load-balancers).
 	Excluded      bool `protobuf:"varint,8,opt,name=excluded,proto3" json:"excluded,omitempty"`
 	unknownFields protoimpl.UnknownFields

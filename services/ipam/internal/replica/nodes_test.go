@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,7 +52,23 @@ func TestNodeValidation(t *testing.T) {
 			_, err := ann.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: "tenants/c1", NodeId: string(long), Node: &ipamv1.Node{}})
 			return err
 		}, []string{"node_id"}},
-		{"bad label key and missing node", func() error {
+		{"empty part in the node name", func() error {
+			_, err := ann.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: "tenants/c1", NodeId: "a..b", Node: &ipamv1.Node{}})
+			return err
+		}, []string{"node_id"}},
+		{"node name part starting with '-'", func() error {
+			_, err := ann.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: "tenants/c1", NodeId: "worker.-a", Node: &ipamv1.Node{}})
+			return err
+		}, []string{"node_id"}},
+		{"too many labels", func() error {
+			labels := map[string]string{}
+			for i := range 513 {
+				labels[fmt.Sprintf("l%d", i)] = "x"
+			}
+			_, err := ann.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: "tenants/c1", NodeId: "n1", Node: &ipamv1.Node{Labels: labels}})
+			return err
+		}, []string{"node.labels"}},
+		{"bad label key", func() error {
 			_, err := ann.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: "tenants/c1", NodeId: "n1", Node: &ipamv1.Node{Labels: map[string]string{"-bad": "x"}}})
 			return err
 		}, []string{"node.labels[-bad]"}},
@@ -191,12 +208,27 @@ func TestNodeLabels(t *testing.T) {
 		t.Fatalf("GetNode labels (-want +got):\n%s", diff)
 	}
 
-	// Forgetting node-a's record leaves its registered zone b: nobody
-	// answers any more.
+	// Emptying node-a's record's labels leaves its registered ones.
+	if _, err := ann.UpdateNode(ctx, &ipamv1.UpdateNodeRequest{
+		Node:       &ipamv1.Node{Name: "tenants/c1/nodes/node-a"},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "node-a's announcer to show its registered labels", func() bool {
+		got, err := anc.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: "tenants/c1/announcers/node-a"})
+		return err == nil && cmp.Equal(map[string]string{"zone": "b", "rack": "r1"}, got.GetAnnouncer().GetLabels())
+	})
+	waitFor(t, "node-a to stop answering", func() bool { return len(a.l2Addrs()) == 0 && len(b.l2Addrs()) == 0 })
+
+	// Forgetting node-a's record changes nothing more: nobody answers.
 	if _, err := ann.DeleteNode(ctx, &ipamv1.DeleteNodeRequest{Name: "tenants/c1/nodes/node-a"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "node-a to stop answering", func() bool { return len(a.l2Addrs()) == 0 && len(b.l2Addrs()) == 0 })
+	time.Sleep(200 * time.Millisecond)
+	if got := len(a.l2Addrs()) + len(b.l2Addrs()); got != 0 {
+		t.Fatalf("%d nodes answer after node-a's record went", got)
+	}
 	_, err = ann.GetNode(ctx, &ipamv1.GetNodeRequest{Name: "tenants/c1/nodes/node-a"})
 	wantCode(t, err, codes.NotFound)
 }

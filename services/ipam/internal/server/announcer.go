@@ -31,18 +31,23 @@ type announcerService struct {
 const nodeLeaseTTL = 2 * time.Second
 
 // nodeNameRule is the rule validNodeName checks, for error messages.
-const nodeNameRule = "must be a node name: 1-253 lower-case letters, digits, '-' and '.'"
+const nodeNameRule = "must be a node name: a DNS subdomain of at most 253 characters, dot-separated parts of 1-63 lower-case letters, digits and '-' that start and end with a letter or digit"
 
-// validNodeName reports whether s is a node name: 1-253 lower-case letters,
-// digits, '-' and '.' (a DNS subdomain, as Kubernetes node names are).
+// validNodeName reports whether s is a node name: a DNS subdomain (RFC
+// 1123), as Kubernetes node names are.
 func validNodeName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
-	for i := range len(s) {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+	for part := range strings.SplitSeq(s, ".") {
+		if part == "" || len(part) > 63 || part[0] == '-' || part[len(part)-1] == '-' {
 			return false
+		}
+		for i := range len(part) {
+			c := part[i]
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
 		}
 	}
 	return true
@@ -522,8 +527,12 @@ func (a *announcerService) UndrainAnnouncer(ctx context.Context, req *ipamv1.Und
 	}
 	out, err := a.announcer(ctx, tenant, node)
 	if errors.Is(err, ipam.ErrNotFound) {
-		// Not subscribed and no longer drained: nothing left to show.
-		return &ipamv1.UndrainAnnouncerResponse{Announcer: a.announcerToProto(&ipam.Node{Tenant: tenant, Name: node}, nil, false, false)}, nil
+		// Not subscribed and no longer drained: only its record is left.
+		var cn *ipam.ClusterNode
+		if ev, err := a.s.r.Get(ctx, ipam.Ref{Kind: ipam.KindClusterNode, ID: tenant + "/" + node}); err == nil {
+			cn = ev.Value.(*ipam.ClusterNode)
+		}
+		return &ipamv1.UndrainAnnouncerResponse{Announcer: a.announcerToProto(&ipam.Node{Tenant: tenant, Name: node}, cn, false, false)}, nil
 	}
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, "UndrainAnnouncer", err)

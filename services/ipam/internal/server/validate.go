@@ -21,6 +21,7 @@ const (
 	maxRanges        = 256
 	maxTenants       = 256
 	maxSelectors     = 32
+	maxLabels        = 512
 	maxPorts         = 256
 	maxEndpointNodes = 10000
 	maxDescription   = 1024
@@ -60,6 +61,10 @@ func reasonOf(err error) string {
 }
 
 func labelsOK(fes *ipam.FieldErrors, field string, labels map[string]string) {
+	if len(labels) > maxLabels {
+		fes.Add(field, "at most %d labels", maxLabels)
+		return
+	}
 	if err := selector.ValidateLabels(labels); err != nil {
 		var fe *selector.FieldError
 		if errors.As(err, &fe) {
