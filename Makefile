@@ -157,7 +157,7 @@ bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see 
 	rm -f $(CURDIR)/bench.out
 	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
 	@echo ">> allocation load again, against a 3-member etcd cluster (real etcd processes, the production shape)"
-	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
+	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo,rawleader --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi

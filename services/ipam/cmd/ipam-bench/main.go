@@ -35,7 +35,7 @@ func run() (err error) {
 	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
 	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
-	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, fanout (default: all)")
+	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, raw3, echo, rawleader, fanout (default: all)")
 	etcdProcess := fs.Bool("etcd-process", false, "run etcd in a child process (as a separate etcd cluster in production) instead of in the benchmark's own process (as ipamd embeds it)")
 	dial := fs.Bool("dial", false, "the replica reaches the embedded etcd over loopback, as an external client would, instead of in process as ipamd does")
 	etcdCluster := fs.String("etcd-cluster", "", "run the load against a cluster of real etcd processes started from this etcd binary (see --etcd-members)")

@@ -31,7 +31,9 @@ type Config struct {
 	// Only, if not empty, limits the run to these parts: "free" (the
 	// free-address search), "plan" (the planner), "raw" and "beacon" (the
 	// two sides of the load comparison; ratios need both), "raw3" and
-	// "echo" (the references that explain the gap, see Run) and "fanout".
+	// "echo" (the references that explain the gap, see Run), "rawleader"
+	// (raw etcd through the leader's endpoint only; a cluster only) and
+	// "fanout".
 	// For profiling one part alone.
 	Only []string
 	// EtcdCommand, if set, runs etcd in a child process: the command (a
@@ -167,6 +169,9 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	if cfg.runs("beacon") {
 		targets = append(targets, target{"beacon", node.allocOp})
 	}
+	if cfg.runs("rawleader") && env.leader != nil {
+		targets = append(targets, target{"rawleader", func(run string) opFunc { return rawOp(env.leader.Etcd(), "/bench/rawleader/"+run+"/") }})
+	}
 	if cfg.runs("raw3") {
 		lease, err := env.client.Etcd().Grant(ctx, 3600)
 		if err != nil {
@@ -241,7 +246,8 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 
 // referenceFigures are the figures of the references that decompose the
 // gap between Beacon and raw etcd: etcd alone committing the writes of one
-// allocation (raw3), and a gRPC round trip that does nothing (echo).
+// allocation (raw3), a gRPC round trip that does nothing (echo), and raw
+// etcd through the leader only (rawleader).
 func referenceFigures(cs []int, stats map[string]map[int]Stats) []Figure {
 	var figs []Figure
 	for _, c := range cs {
@@ -250,6 +256,19 @@ func referenceFigures(cs []int, stats map[string]map[int]Stats) []Figure {
 			if raw, ok := stats["raw"][c]; ok {
 				figs = append(figs, Figure{fmt.Sprintf("raw_etcd_txn3_ratio_c%d", c), ratio(r3.OpsPerSec(), raw.OpsPerSec()), UnitRatio})
 			}
+		}
+	}
+	for _, c := range cs {
+		if rl, ok := stats["rawleader"][c]; ok {
+			figs = append(figs, Figure{fmt.Sprintf("raw_etcd_leader_txn_c%d", c), rl.OpsPerSec(), UnitOpsPerSec})
+			if b, ok := stats["beacon"][c]; ok {
+				figs = append(figs, Figure{fmt.Sprintf("alloc_throughput_ratio_leader_c%d", c), ratio(b.OpsPerSec(), rl.OpsPerSec()), UnitRatio})
+			}
+		}
+	}
+	if rl, ok := stats["rawleader"][1]; ok {
+		if b, ok := stats["beacon"][1]; ok {
+			figs = append(figs, Figure{"alloc_p50_latency_ratio_leader_c1", ratio(float64(b.P50), float64(rl.P50)), UnitRatio})
 		}
 	}
 	if r3, ok := stats["raw3"][1]; ok {

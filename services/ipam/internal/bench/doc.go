@@ -14,6 +14,11 @@
 //     writes of one allocation (two created keys and a leased audit key in
 //     one transaction, "raw3"), and a gRPC round trip to the replica's
 //     server that does nothing (a health check, "echo");
+//   - against a cluster, raw etcd through the leader's endpoint only
+//     ("rawleader"): the replica sends its transactions to the leader (see
+//     store.Client), where a default etcd client balances them over every
+//     member and followers forward them; this reference shows what of the
+//     ratio that routing is;
 //   - the lowest-free-address search of addrspace.FreeList against a naive
 //     linear scan, through testing.Benchmark.
 //

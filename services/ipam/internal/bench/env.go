@@ -38,7 +38,10 @@ type etcdEnv struct {
 	// replica is the replica's client: in process when etcd is embedded
 	// here (as ipamd does), else client.
 	replica *store.Client
-	stop    func() error
+	// leader reaches only the leader's endpoint, for the rawleader
+	// reference (a cluster only; nil otherwise).
+	leader *store.Client
+	stop   func() error
 }
 
 // startEtcd starts etcd in this process, with command (not nil) in a child
@@ -82,11 +85,30 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial 
 	if env.replica == nil {
 		env.replica = env.client
 	}
+	if len(env.endpoints) > 1 {
+		if env.leader, err = dialLeader(ctx, env.client, env.endpoints); err != nil {
+			return nil, errors.Join(err, env.close())
+		}
+	}
 	return env, nil
+}
+
+// dialLeader connects to the endpoint of the cluster's leader only.
+func dialLeader(ctx context.Context, c *store.Client, endpoints []string) (*store.Client, error) {
+	for _, ep := range endpoints {
+		st, err := c.Etcd().Status(ctx, ep)
+		if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+			return store.Dial(ctx, store.DialConfig{Endpoints: []string{ep}})
+		}
+	}
+	return nil, fmt.Errorf("no leader among %v", endpoints)
 }
 
 // close stops etcd and removes its data.
 func (e *etcdEnv) close() error {
+	if e.leader != nil {
+		_ = e.leader.Close()
+	}
 	if e.replica != e.client {
 		_ = e.replica.Close() // etcd is stopping anyway
 	}

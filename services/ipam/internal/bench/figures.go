@@ -116,9 +116,9 @@ type tableRow struct {
 
 // writeTable writes the load measurements as an aligned table.
 func writeTable(w io.Writer, rows []tableRow) {
-	fmt.Fprintf(w, "%-8s %4s %10s %10s %10s %10s %10s %8s\n", "target", "c", "ops", "ops/s", "p50 us", "p99 us", "max us", "ops/txn")
+	fmt.Fprintf(w, "%-9s %4s %10s %10s %10s %10s %10s %8s\n", "target", "c", "ops", "ops/s", "p50 us", "p99 us", "max us", "ops/txn")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-8s %4d %10d %10.1f %10.1f %10.1f %10.1f %8.2f\n",
+		fmt.Fprintf(w, "%-9s %4d %10d %10.1f %10.1f %10.1f %10.1f %8.2f\n",
 			r.what, r.c, r.s.Ops, r.s.OpsPerSec(), micros(r.s.P50), micros(r.s.P99), micros(r.s.Max), r.s.OpsPerTxn)
 	}
 }

@@ -23,6 +23,8 @@ type Client struct {
 	// kv is etcd's KV service on the same connection, for transactions the
 	// store builds as protobuf messages.
 	kv etcdserverpb.KVClient
+	// With several endpoints, transactions go to the leader's (leader.go).
+	leaderState
 }
 
 // Close closes the connection.
@@ -45,7 +47,7 @@ type DialConfig struct {
 
 // Dial connects to etcd over the network.
 func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
-	c, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:            dc.Endpoints,
 		TLS:                  dc.TLS,
 		Username:             dc.Username,
@@ -58,11 +60,13 @@ func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
 		// The client's own retries are logged by zap at warn level; the
 		// store reports the errors that matter itself.
 		Logger: zap.NewNop(),
-	})
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
 	}
-	return &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection())}, nil
+	cfg.Context = nil
+	return &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection()), leaderState: leaderState{dial: cfg, recheck: make(chan struct{}, 1)}}, nil
 }
 
 // ClientTLS builds the TLS configuration for etcd from PEM files: caFile

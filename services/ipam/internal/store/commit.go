@@ -124,6 +124,7 @@ func (s *Store) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	s.base.Store(&ctx)
 	defer s.base.Store(nil)
+	g.Go(func() error { s.conn.followLeader(ctx, s.opts.CallTimeout); return nil })
 	for range s.opts.Workers {
 		g.Go(func() error { s.work(ctx); return nil })
 	}
@@ -263,9 +264,10 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 			return
 		}
 		tctx, cancel := s.bounded(ctx)
-		resp, err := s.kv.Txn(tctx, req)
+		resp, err := s.conn.txnKV().Txn(tctx, req)
 		cancel()
 		if err != nil {
+			s.conn.txnFailed()
 			s.fail(items, fmt.Errorf("store: commit: %w: %w", ipam.ErrUnavailable, err))
 			return
 		}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
@@ -46,9 +45,9 @@ type Options struct {
 // Store reads and writes IPAM state in etcd.
 type Store struct {
 	client *clientv3.Client
-	// kv is etcd's KV service (on the client's connection, or in process),
-	// for transactions built as protobuf messages (see commitBatch).
-	kv     etcdserverpb.KVClient
+	// conn routes transactions (built as protobuf messages, see
+	// commitBatch) to etcd's KV service: in process, or the leader's.
+	conn   *Client
 	logger *slog.Logger
 	opts   Options
 	queue  chan *pending
@@ -104,7 +103,7 @@ func New(client *Client, logger *slog.Logger, opts Options) *Store {
 	}
 	return &Store{
 		client:  client.etcd,
-		kv:      client.kv,
+		conn:    client,
 		logger:  logger,
 		opts:    opts,
 		queue:   make(chan *pending, 1024),

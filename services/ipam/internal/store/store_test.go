@@ -186,7 +186,7 @@ func TestWatchStateAndCompaction(t *testing.T) {
 // (no decoding), and decodes everyone else's: both arrive equal.
 func TestWatchPassesOwnWritesOn(t *testing.T) {
 	s, ctx := newStore(t)
-	other := New(&Client{etcd: s.client, kv: s.kv}, s.logger, Options{Workers: 1})
+	other := New(&Client{etcd: s.client, kv: s.conn.kv}, s.logger, Options{Workers: 1})
 	octx, stopOther := context.WithCancel(ctx)
 	defer stopOther()
 	go func() { _ = other.Run(octx) }()

@@ -1,0 +1,54 @@
+package replica_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
+)
+
+// A replica dialed to every member of a cluster sends its transactions to
+// the leader's endpoint, and follows the leader when it changes.
+func TestTransactionsFollowTheLeader(t *testing.T) {
+	members, endpoints := startEtcdCluster(t)
+	client, err := store.Dial(ctxT(t), store.DialConfig{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	n := startNode(t, client, replica.Options{})
+	mustPool(t, n, "lead", &ipamv1.Pool{Ranges: []string{"198.51.100.0/28"}})
+	leader := func() (int, string) {
+		for i, m := range members {
+			if m.IsLeader() {
+				return i, m.Endpoints()[0]
+			}
+		}
+		return -1, ""
+	}
+	var was int
+	eventually(t, 10*time.Second, "transactions to go to the leader", func() bool {
+		i, ep := leader()
+		was = i
+		return i >= 0 && client.LeaderEndpoint() == ep
+	})
+	mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/before"})
+
+	members[was].Close()
+	eventually(t, 20*time.Second, "transactions to follow the new leader", func() bool {
+		i, ep := leader()
+		return i >= 0 && i != was && client.LeaderEndpoint() == ep
+	})
+	// Allocations go on (the first may meet the election).
+	eventually(t, 20*time.Second, "an allocation after the election", func() bool {
+		_, err := allocate(ctxT(t), n, "c1", &ipamv1.Allocation{Owner: "ns/after"})
+		return err == nil
+	})
+	if !slices.Contains(endpoints, client.LeaderEndpoint()) {
+		t.Fatalf("leader endpoint %q is none of %v", client.LeaderEndpoint(), endpoints)
+	}
+	t.Logf("leader moved from %s to %s", members[was].Endpoints()[0], client.LeaderEndpoint())
+}
