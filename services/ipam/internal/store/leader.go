@@ -112,7 +112,9 @@ func (c *Client) findLeader(ctx context.Context, members []*member, timeout time
 			members[i] = m
 		}
 		m := members[i]
-		sctx, cancel := context.WithTimeout(ctx, timeout)
+		// A dead member must not hold up the others for a whole call
+		// timeout: Status is answered from memory.
+		sctx, cancel := context.WithTimeout(ctx, min(timeout, time.Second))
 		st, err := m.maint.Status(sctx, &etcdserverpb.StatusRequest{})
 		cancel()
 		if err == nil && st.GetLeader() != 0 && st.GetLeader() == st.GetHeader().GetMemberId() {
