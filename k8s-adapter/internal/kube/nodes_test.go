@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -106,4 +110,69 @@ func TestNodeLabelsSync(t *testing.T) {
 	if _, ok := ipamLabels(nodeB); !ok {
 		t.Fatalf("node %s's record went with %s", nodeB, nodeA)
 	}
+}
+
+// TestServicesServedWithoutNodeRBAC: an adapter whose ClusterRole predates
+// node sync (no access to Nodes) still gives Services their addresses; only
+// node labels wait.
+func TestServicesServedWithoutNodeRBAC(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	sa := fmt.Sprintf("adapter-no-nodes-%d", e.n)
+	if _, err := cluster.Kubectl(ctx, "", "create", "namespace", "beacon-system"); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Kubectl(ctx, fmt.Sprintf(`
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: %[1]s, namespace: beacon-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: %[1]s}
+rules:
+- {apiGroups: [""], resources: [services], verbs: [get, list, watch, patch, update]}
+- {apiGroups: [""], resources: [services/status], verbs: [patch, update]}
+- {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+- {apiGroups: ["", events.k8s.io], resources: [events], verbs: [create, patch, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %[1]s}
+subjects: [{kind: ServiceAccount, name: %[1]s, namespace: beacon-system}]
+`, sa), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := k8s.CoreV1().ServiceAccounts("beacon-system").CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cluster.WriteKubeconfig(kubeconfig, tok.Status.Token); err != nil {
+		t.Fatal(err)
+	}
+	e.pool("main", &ipamv1.Pool{Ranges: []string{e.v4(0)}})
+	kc, err := kube.Connect(kube.ConnectOptions{Kubeconfig: kubeconfig, QPS: 50, Burst: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.New(kc, ipam, testLogger(t), kube.Config{Tenant: e.tenant, Filter: request.Filter{Class: e.class}, SyncNodes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("adapter: %v", err)
+		}
+	}()
+	e.create(e.svc("web"))
+	e.waitIPs("web", 1)
 }
