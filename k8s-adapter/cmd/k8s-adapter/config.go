@@ -94,8 +94,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if len(c.IPAM) == 0 {
 		errs = append(errs, errors.New("--ipam: at least one address"))
 	}
-	if c.Tenant == "" {
+	switch {
+	case c.Tenant == "":
 		errs = append(errs, errors.New("--tenant is required"))
+	case !validTenant(c.Tenant):
+		errs = append(errs, fmt.Errorf("--tenant %q: must be 1-63 lower-case letters, digits and '-', starting with a letter or digit and not ending with '-' (the IPAM's tenant IDs)", c.Tenant))
 	}
 	if c.Class == "" {
 		errs = append(errs, errors.New("--class must not be empty"))
@@ -142,4 +145,20 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// validTenant reports whether s is an IPAM tenant ID: 1-63 lower-case
+// letters, digits and '-', starting with a letter or digit and not ending
+// with '-'. Checked here so that a typo fails at start, not at every call.
+func validTenant(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }

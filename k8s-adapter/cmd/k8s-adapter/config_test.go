@@ -41,6 +41,8 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "--tenant is required"},
+		{[]string{"--tenant", "Cluster_1"}, "--tenant \"Cluster_1\""},
+		{[]string{"--tenant", "-"}, "--tenant \"-\""},
 		{[]string{"--tenant", "c1", "--ipam", " "}, "--ipam"},
 		{[]string{"--tenant", "c1", "--workers", "0"}, "--workers"},
 		{[]string{"--tenant", "c1", "--also-unclassed", "maybe"}, "--also-unclassed"},
