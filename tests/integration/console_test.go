@@ -253,6 +253,32 @@ func TestConsole(t *testing.T) {
 	}
 	look("console-announcers")
 
+	// The cluster's labels for the node (what the k8s adapter writes)
+	// merge into the card, and the exclusion label shows.
+	nconn, err := grpc.NewClient(ipamd.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nconn.Close()
+	if _, err := ipamv1.NewAnnouncementServiceClient(nconn).CreateNode(context.Background(), &ipamv1.CreateNodeRequest{
+		Parent: "tenants/demo", NodeId: "node-a",
+		Node: &ipamv1.Node{Labels: map[string]string{"zone": "a", "node.kubernetes.io/exclude-from-external-load-balancers": ""}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(card, "excluded") && time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		do("reopen announcers",
+			chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
+		card = text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
+	}
+	for _, want := range []string{"excluded", "rack=r1", "zone=a"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("announcer card of an excluded node lacks %q:\n%s", want, card)
+		}
+	}
+
 	// Sign-out forgets the token.
 	do("sign out", chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))
 	if stored := eval(`sessionStorage.getItem('beacon.console.token') ?? ''`); stored != "" {
