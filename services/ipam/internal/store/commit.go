@@ -124,7 +124,7 @@ func (s *Store) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	s.base.Store(&ctx)
 	defer s.base.Store(nil)
-	g.Go(func() error { s.conn.followLeader(ctx, s.opts.CallTimeout); return nil })
+	g.Go(func() error { s.conn.followLeader(ctx, s.logger, s.opts.CallTimeout); return nil })
 	for range s.opts.Workers {
 		g.Go(func() error { s.work(ctx); return nil })
 	}

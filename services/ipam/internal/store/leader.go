@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +63,7 @@ func (c *Client) txnFailed() {
 // followLeader keeps track of which endpoint leads, every leaderPoll and
 // at once after a failed transaction, until ctx is done; then it closes
 // the connections it opened. Without several endpoints it returns at once.
-func (c *Client) followLeader(ctx context.Context, timeout time.Duration) {
+func (c *Client) followLeader(ctx context.Context, logger *slog.Logger, timeout time.Duration) {
 	if len(c.dial.Endpoints) < 2 {
 		return
 	}
@@ -77,8 +78,17 @@ func (c *Client) followLeader(ctx context.Context, timeout time.Duration) {
 	}()
 	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
+	last := ""
 	for {
 		c.findLeader(ctx, members, timeout)
+		if ep := c.LeaderEndpoint(); ep != last && ctx.Err() == nil {
+			if ep != "" {
+				logger.InfoContext(ctx, "etcd transactions go to the leader", "endpoint", ep)
+			} else {
+				logger.WarnContext(ctx, "etcd leader not found; transactions go over the balanced connection", "endpoints", c.dial.Endpoints)
+			}
+			last = ep
+		}
 		select {
 		case <-ctx.Done():
 			return
