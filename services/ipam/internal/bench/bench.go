@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	}
 
 	etcdLog := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster, cfg.Dial, etcdLog)
+	env, err := startEtcd(ctx, cfg.EtcdCommand, cfg.Cluster, cfg.Dial, cfg.runs("rawleader"), etcdLog)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	// The raw baseline is the etcd client itself, and a replica is built
 	// over one: the benchmark is the one place besides the store that
@@ -47,7 +48,7 @@ type etcdEnv struct {
 // startEtcd starts etcd in this process, with command (not nil) in a child
 // process that runs ServeEtcd, or, with cluster.Binary set, as a cluster of
 // real etcd processes.
-func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial bool, logger *slog.Logger) (env *etcdEnv, err error) {
+func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial, leaderRef bool, logger *slog.Logger) (env *etcdEnv, err error) {
 	dir, err := os.MkdirTemp("", "ipam-bench-")
 	if err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial 
 	if env.replica == nil {
 		env.replica = env.client
 	}
-	if len(env.endpoints) > 1 {
+	if len(env.endpoints) > 1 && leaderRef {
 		if env.leader, err = dialLeader(ctx, env.client, env.endpoints); err != nil {
 			return nil, errors.Join(err, env.close())
 		}
@@ -93,15 +94,26 @@ func startEtcd(ctx context.Context, command []string, cluster EtcdCluster, dial 
 	return env, nil
 }
 
-// dialLeader connects to the endpoint of the cluster's leader only.
+// dialLeader connects to the endpoint of the cluster's leader only,
+// looking for it for up to 10 s (an election may be under way).
 func dialLeader(ctx context.Context, c *store.Client, endpoints []string) (*store.Client, error) {
-	for _, ep := range endpoints {
-		st, err := c.Etcd().Status(ctx, ep)
-		if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
-			return store.Dial(ctx, store.DialConfig{Endpoints: []string{ep}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, ep := range endpoints {
+			st, err := c.Etcd().Status(ctx, ep)
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				return store.Dial(ctx, store.DialConfig{Endpoints: []string{ep}})
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no leader among %v", endpoints)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil, fmt.Errorf("no leader among %v", endpoints)
 }
 
 // close stops etcd and removes its data.

@@ -78,7 +78,7 @@ func TestReplicaStoppedMidLoadKeepsInvariants(t *testing.T) {
 // Losing an etcd member under load, the leader at that, breaks no
 // invariant: a 3-member cluster in this process, two replicas each with
 // its own client over every member, random allocations and releases, and
-// the leader stopped a third of the way through.
+// the leader killed (no leadership handover) a third of the way through.
 func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
 	members, endpoints := startEtcdCluster(t)
 	var nodes []*node
@@ -110,13 +110,13 @@ func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
 	stopped := false
 	for _, m := range members {
 		if m.IsLeader() {
-			m.Close()
+			m.Kill() // a crash: no leadership handover
 			stopped = true
 			break
 		}
 	}
 	if !stopped {
-		members[0].Close()
+		members[0].Kill()
 	}
 	<-finished
 	checkInvariants(t, nodes, tenant, "memberloss", 1<<30, keyOf)

@@ -267,7 +267,7 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 		resp, err := s.conn.txnKV().Txn(tctx, req)
 		cancel()
 		if err != nil {
-			s.conn.txnFailed()
+			s.conn.txnFailed(err)
 			s.fail(items, fmt.Errorf("store: commit: %w: %w", ipam.ErrUnavailable, err))
 			return
 		}

@@ -137,6 +137,16 @@ func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 // Close stops etcd; closing again does nothing.
 func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
 
+// Kill stops the member at once, as a crash would (a leader does not hand
+// its leadership over first, as Close lets it), then closes it. For tests
+// of member loss.
+func (e *Embedded) Kill() {
+	e.closeOnce.Do(func() {
+		e.etcd.Server.HardStop()
+		e.etcd.Close()
+	})
+}
+
 // IsLeader reports whether this member leads its cluster (for tests that
 // stop the leader).
 func (e *Embedded) IsLeader() bool { return e.etcd.Server.Leader() == e.etcd.Server.MemberID() }

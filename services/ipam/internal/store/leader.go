@@ -9,6 +9,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 )
 
 // A follower that receives a write forwards it to the leader and answers
@@ -30,9 +33,11 @@ type member struct {
 // leaderPoll is how often the leader is looked for again.
 const leaderPoll = time.Second
 
-// txnKV returns the KV service transactions go to: the leader's, if known.
+// txnKV returns the KV service transactions go to: the leader's, if known
+// and its connection is up (a call on a connection that is reconnecting
+// would fail at once; the balanced connection picks a ready one).
 func (c *Client) txnKV() etcdserverpb.KVClient {
-	if m := c.leader.Load(); m != nil {
+	if m := c.leader.Load(); m != nil && m.etcd.ActiveConnection().GetState() == connectivity.Ready {
 		return m.kv
 	}
 	return c.kv
@@ -48,9 +53,13 @@ func (c *Client) LeaderEndpoint() string {
 	return ""
 }
 
-// txnFailed forgets the leader after a failed transaction (it may have
-// stepped down or died) and has followLeader look again at once.
-func (c *Client) txnFailed() {
+// txnFailed forgets the leader after a transaction that failed as a
+// leader that stepped down or died makes it fail (unavailable, or out of
+// time), and has followLeader look again at once.
+func (c *Client) txnFailed(err error) {
+	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+		return
+	}
 	if c.leader.Swap(nil) == nil {
 		return
 	}
@@ -63,6 +72,8 @@ func (c *Client) txnFailed() {
 // followLeader keeps track of which endpoint leads, every leaderPoll and
 // at once after a failed transaction, until ctx is done; then it closes
 // the connections it opened. Without several endpoints it returns at once.
+// One Store runs it per Client (Store.Run): a Client is not shared by two
+// running Stores.
 func (c *Client) followLeader(ctx context.Context, logger *slog.Logger, timeout time.Duration) {
 	if len(c.dial.Endpoints) < 2 {
 		return
@@ -80,8 +91,8 @@ func (c *Client) followLeader(ctx context.Context, logger *slog.Logger, timeout 
 	defer tick.Stop()
 	last := ""
 	for {
-		c.findLeader(ctx, members, timeout)
-		if ep := c.LeaderEndpoint(); ep != last && ctx.Err() == nil {
+		ep := c.findLeader(ctx, members, timeout)
+		if ep != last && ctx.Err() == nil {
 			if ep != "" {
 				logger.InfoContext(ctx, "etcd transactions go to the leader", "endpoint", ep)
 			} else {
@@ -99,8 +110,9 @@ func (c *Client) followLeader(ctx context.Context, logger *slog.Logger, timeout 
 }
 
 // findLeader asks the members (the current leader first) which of them
-// leads, connecting to those it has no connection to yet.
-func (c *Client) findLeader(ctx context.Context, members []*member, timeout time.Duration) {
+// leads, connecting to those it has no connection to yet, and returns the
+// leader's endpoint ("" if none answered as the leader).
+func (c *Client) findLeader(ctx context.Context, members []*member, timeout time.Duration) string {
 	cur := c.leader.Load()
 	order := make([]int, 0, len(members))
 	for i, m := range members {
@@ -110,9 +122,13 @@ func (c *Client) findLeader(ctx context.Context, members []*member, timeout time
 			order = append(order, i)
 		}
 	}
+	// A dead member must not hold up the others for a whole call timeout:
+	// Status is answered from memory, and a connection (with etcd's auth, a
+	// token) on a healthy member takes milliseconds.
+	timeout = min(timeout, time.Second)
 	for _, i := range order {
 		if ctx.Err() != nil {
-			return
+			return ""
 		}
 		if members[i] == nil {
 			m, err := c.connectMember(ctx, c.dial.Endpoints[i], timeout)
@@ -122,17 +138,16 @@ func (c *Client) findLeader(ctx context.Context, members []*member, timeout time
 			members[i] = m
 		}
 		m := members[i]
-		// A dead member must not hold up the others for a whole call
-		// timeout: Status is answered from memory.
-		sctx, cancel := context.WithTimeout(ctx, min(timeout, time.Second))
+		sctx, cancel := context.WithTimeout(ctx, timeout)
 		st, err := m.maint.Status(sctx, &etcdserverpb.StatusRequest{})
 		cancel()
 		if err == nil && st.GetLeader() != 0 && st.GetLeader() == st.GetHeader().GetMemberId() {
 			c.leader.Store(m)
-			return
+			return m.endpoint
 		}
 	}
 	c.leader.Store(nil)
+	return ""
 }
 
 // connectMember opens a connection to one endpoint, with the Client's
