@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
 // Config configures a run.
@@ -226,7 +227,16 @@ func Run(ctx context.Context, cfg Config) (figs []Figure, err error) {
 	var fan []Figure
 	if cfg.runs("fanout") {
 		fmt.Fprintln(log, "== fan-out to 1,000 subscribed announcers")
-		if fan, err = fanout(ctx, env.replica, log); err != nil {
+		client := env.replica
+		if len(env.endpoints) > 1 {
+			// A client of its own: the load's replica, still running, has
+			// its Store following the cluster's leader on env.replica.
+			if client, err = store.Dial(ctx, store.DialConfig{Endpoints: env.endpoints}); err != nil {
+				return nil, err
+			}
+			defer func() { _ = client.Close() }()
+		}
+		if fan, err = fanout(ctx, client, log); err != nil {
 			return nil, err
 		}
 	}
