@@ -158,7 +158,10 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if plan.Alloc.UID == "" {
 			plan.Alloc.UID = newID()
 		}
-		a.addLog(&plan.Change, ipam.ActionAllocate, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc), Created: true})
+		// The audit record of the creation stays in the allocation until
+		// it ends (ipam.Allocation.Created): no log key in this transaction.
+		plan.Alloc.Created = &ipam.Creation{AuditID: auditID(plan.Alloc.CreateTime), Actor: meta.Actor, RequestID: meta.RequestID}
+		a.addRequest(&plan.Change, plan.Alloc.Tenant, meta, replay{Name: nameOf(plan.Alloc), Created: true})
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
 			continue

@@ -24,6 +24,11 @@ func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, no
 	a := e.a
 	b := &builder{x: x, plan: &Plan{Before: a}, claims: make(map[netip.Addr]*ipam.Claim)}
 	b.del(RefOf(ipam.KindAllocation, tenant, id))
+	if rec := a.CreationRecord(); rec != nil {
+		// The record of its creation leaves with the allocation, for the
+		// log (no condition: audit IDs are unique).
+		b.plan.Change.Puts = append(b.plan.Change.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: tenant + "/" + rec.ID}, Value: rec, Alone: true})
+	}
 	var held []netip.Addr
 	for _, addr := range a.Addrs {
 		c, ok := x.claims[addr]
@@ -49,6 +54,7 @@ func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, no
 	if len(held) > 0 {
 		kept := *a
 		kept.Addrs = held
+		kept.Created = nil // in the log now
 		b.put(RefOf(ipam.KindHold, tenant, id), &ipam.Hold{Allocation: kept, ExpireTime: now.Add(hold)})
 	}
 	return b.plan, nil
@@ -127,6 +133,7 @@ func (x *Index) PlanUpdate(tenant, id string, rev int64, next *ipam.Allocation, 
 	a := *next
 	a.Tenant, a.ID, a.UID, a.Owner = e.a.Tenant, e.a.ID, e.a.UID, e.a.Owner
 	a.Addrs, a.Pool, a.CreateTime, a.UpdateTime = e.a.Addrs, e.a.Pool, e.a.CreateTime, now
+	a.Created = e.a.Created
 	a.ExpireTime = e.a.ExpireTime
 	if a.TTL != e.a.TTL {
 		a.ExpireTime = time.Time{}

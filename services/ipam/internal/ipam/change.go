@@ -59,6 +59,10 @@ type Cond struct {
 type Put struct {
 	Ref   Ref
 	Value any
+	// Alone keeps an audit record under a key of its own, never packed
+	// with the transaction's other records: its ID was listed before it
+	// was written (see Allocation.Created), so the key must be that ID.
+	Alone bool
 }
 
 // Change is a set of writes committed atomically if all its conditions

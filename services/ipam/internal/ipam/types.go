@@ -140,6 +140,33 @@ type Allocation struct {
 	ExpireTime time.Time    `json:"expireTime,omitzero"`
 	CreateTime time.Time    `json:"createTime"`
 	UpdateTime time.Time    `json:"updateTime"`
+
+	// Created says who created the allocation. It is the audit record of
+	// the allocation's creation, kept in the allocation while it lives
+	// (see CreationRecord): the transaction that ends the allocation writes
+	// it to the audit log. Nil in allocations whose creation the log
+	// already holds.
+	Created *Creation `json:"created,omitempty"`
+}
+
+// Creation is who created an allocation, under which audit record ID.
+type Creation struct {
+	AuditID   string `json:"auditID"`
+	Actor     string `json:"actor"`
+	RequestID string `json:"requestID,omitempty"`
+}
+
+// CreationRecord returns the audit record of a's creation, or nil if a
+// does not carry it.
+func (a *Allocation) CreationRecord() *AuditRecord {
+	if a.Created == nil {
+		return nil
+	}
+	return &AuditRecord{
+		Tenant: a.Tenant, ID: a.Created.AuditID, Time: a.CreateTime, Action: ActionAllocate,
+		Actor: a.Created.Actor, Allocation: a.ID, Owner: a.Owner, Addrs: a.Addrs, Pool: a.Pool,
+		RequestID: a.Created.RequestID,
+	}
 }
 
 // Holder is one allocation holding a claimed address.

@@ -3,10 +3,12 @@ package replica_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -611,6 +613,79 @@ func TestAuditRecords(t *testing.T) {
 			diff(t, "records", tc.want, got)
 		})
 	}
+}
+
+// The record of an allocation's creation is kept in the allocation until
+// the allocation ends, then in the log: it keeps its name throughout, any
+// replica lists it, and a listing paged across the release neither repeats
+// nor misses it.
+func TestAuditCreationRecordMovesToTheLog(t *testing.T) {
+	env := sharedEtcd(t, "allocations")
+	a := startNode(t, env.client, replica.Options{})
+	b := startNode(t, env.dial(t), replica.Options{})
+	const tenant = "auditmove"
+	mustPool(t, a, "auditmove", &ipamv1.Pool{Ranges: []string{"2001:db8:a1::/120"}, Tenants: []string{tenant}})
+	for i := range 4 {
+		mustAllocate(t, a, tenant, &ipamv1.Allocation{Owner: fmt.Sprintf("o%d", i)})
+	}
+	list := func(n *node, size int32, token string) ([]string, string) {
+		t.Helper()
+		resp, err := n.audit.ListAuditRecords(ctxT(t), &ipamv1.ListAuditRecordsRequest{Parent: "tenants/" + tenant, PageSize: size, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range resp.GetAuditRecords() {
+			out = append(out, r.GetAction().String()[len("ACTION_"):]+" "+r.GetOwner()+" "+r.GetName())
+		}
+		return out, resp.GetNextPageToken()
+	}
+	before, _ := list(a, 100, "")
+	if len(before) != 4 {
+		t.Fatalf("records before any release: %v", before)
+	}
+	eventually(t, 5*time.Second, "the other replica lists the same records", func() bool {
+		got, _ := list(b, 100, "")
+		return cmp.Equal(before, got)
+	})
+
+	// Page through one record at a time, releasing every owner after the
+	// first page: the ALLOCATE records move to the log meanwhile.
+	first, token := list(a, 1, "")
+	for i := range 4 {
+		releaseOwner(t, a, tenant, fmt.Sprintf("o%d", i))
+	}
+	paged := first
+	for token != "" {
+		var page []string
+		page, token = list(b, 1, token)
+		paged = append(paged, page...)
+	}
+	var allocs []string
+	for _, r := range paged {
+		if strings.HasPrefix(r, "ALLOCATE ") {
+			allocs = append(allocs, r)
+		}
+	}
+	diff(t, "ALLOCATE records paged across the releases (names unchanged)", before, allocs)
+
+	after, _ := list(a, 100, "")
+	var released, allocated []string
+	for _, r := range after {
+		if strings.HasPrefix(r, "RELEASE ") {
+			released = append(released, r)
+		} else {
+			allocated = append(allocated, r)
+		}
+	}
+	diff(t, "ALLOCATE records after the releases", before, allocated)
+	if len(released) != 4 {
+		t.Fatalf("RELEASE records: %v", released)
+	}
+	eventually(t, 5*time.Second, "the other replica lists the same log", func() bool {
+		got, _ := list(b, 100, "")
+		return cmp.Equal(after, got)
+	})
 }
 
 // Owners with one sharing key that ask at the same instant, on one

@@ -48,6 +48,12 @@ type Usage interface {
 	Held(tenant string) uint64
 }
 
+// Creations lists the audit records live allocations keep (see
+// ipam.Allocation.Created), from the replica's index.
+type Creations interface {
+	CreationRecords(idPrefix, startAfter string) []*ipam.AuditRecord
+}
+
 // NodeLease ties an announcer's registration to its session.
 type NodeLease interface {
 	KeepAlive(ctx context.Context) error
@@ -65,6 +71,8 @@ type Deps struct {
 	Writer Writer
 	Reader Reader
 	Usage  Usage
+	// Creations completes the audit log.
+	Creations Creations
 	// Hub and Leaser serve announcers; Fleet reports what they announce.
 	Hub    *fleet.Hub
 	Leaser Leaser
@@ -79,6 +87,7 @@ type Server struct {
 	w         Writer
 	r         Reader
 	usage     Usage
+	creations Creations
 	hub       *fleet.Hub
 	leaser    Leaser
 	fleet     *fleet.State
@@ -94,7 +103,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.

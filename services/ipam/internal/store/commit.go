@@ -51,7 +51,7 @@ func prepare(ch ipam.Change) (prepared, error) {
 	for i, w := range ch.Puts {
 		p.puts[i].key = key(w.Ref)
 		p.puts[i].guard = w.Ref.Kind == ipam.KindShare || w.Ref.Kind == ipam.KindTenantGuard
-		if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit {
+		if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit && !w.Alone {
 			p.puts[i].audit = rec
 			continue
 		}
