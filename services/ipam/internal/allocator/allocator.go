@@ -208,6 +208,25 @@ func (a *Allocator) waitIndex(ctx context.Context, rev int64) bool {
 	return a.idx.WaitProgress(wctx, rev)
 }
 
+// CreationRecords returns up to limit of the creation records that live
+// allocations keep (see index.Index.CreationRecords), once the index has
+// seen every change etcd had committed when it was called: a listing that
+// merges them with the audit log read afterwards then misses none.
+func (a *Allocator) CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error) {
+	rev, err := a.store.Revision(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !a.waitIndex(ctx, rev) {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("allocator: index behind etcd revision %d: %w", rev, ipam.ErrUnavailable)
+	}
+	recs, more := a.idx.CreationRecords(idPrefix, startAfter, limit)
+	return recs, more, nil
+}
+
 // confirm checks with etcd that an allocation the index holds is current;
 // fresh false means the index was stale and has been updated.
 func (a *Allocator) confirm(ctx context.Context, al *ipam.Allocation) (Result, bool, error) {

@@ -27,8 +27,12 @@ func TestCreationRecordLife(t *testing.T) {
 	commit(t, x, plan(t, x, "old"), 4) // created before records were kept: nothing listed
 
 	ids := func(prefix, after string) []string {
+		recs, more := x.CreationRecords(prefix, after, 10)
+		if more {
+			t.Errorf("more than 10 records after %q", after)
+		}
 		var out []string
-		for _, r := range x.CreationRecords(prefix, after) {
+		for _, r := range recs {
 			out = append(out, r.Tenant+"/"+r.ID+" "+r.Owner+" "+r.Actor)
 		}
 		return out
@@ -42,6 +46,9 @@ func TestCreationRecordLife(t *testing.T) {
 	}
 	if got := ids("c2/", ""); got != nil {
 		t.Fatalf("another tenant's records: %v", got)
+	}
+	if recs, more := x.CreationRecords("c1/", "", 1); len(recs) != 1 || recs[0].ID != "0001" || !more {
+		t.Fatalf("first record of a limit of 1: %v, more %v; want 0001 and more", recs, more)
 	}
 
 	renew, err := x.PlanRenew("c1", a.Alloc.ID, 0, 2*time.Hour, t0)

@@ -89,7 +89,7 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		follower: follower.New(st, logger, known, idx, fs),
 		alloc:    alloc,
 		server: server.New(server.Deps{
-			Writer: alloc, Reader: st, Usage: idx, Creations: idx, Hub: hub, Leaser: leaser{st}, Fleet: fs, Heartbeat: opts.Heartbeat,
+			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Fleet: fs, Heartbeat: opts.Heartbeat,
 		}, logger),
 		id: hex.EncodeToString(id[:]),
 	}

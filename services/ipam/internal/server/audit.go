@@ -42,7 +42,7 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 	if tenant == "-" {
 		prefix = ""
 	}
-	log := newAuditLog(a.s.r, a.s.creations.CreationRecords(prefix, after), prefix, after, max(size, 500))
+	log := &auditLog{r: a.s.r, kept: a.s.creations, prefix: prefix, after: after, limit: max(size, 500)}
 	resp := &ipamv1.ListAuditRecordsResponse{}
 	for {
 		r, ok, err := log.next(ctx)
@@ -57,10 +57,11 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 		}
 		resp.AuditRecords = append(resp.AuditRecords, auditToProto(r))
 		if len(resp.AuditRecords) == size {
-			if more, err := log.more(ctx); err != nil || more {
-				if err != nil {
-					return nil, toStatus(ctx, a.s.logger, method, err)
-				}
+			more, err := log.more(ctx)
+			if err != nil {
+				return nil, toStatus(ctx, a.s.logger, method, err)
+			}
+			if more {
 				resp.NextPageToken = encodePageToken(r.Tenant+"/"+r.ID, q)
 			}
 			return resp, nil
@@ -69,77 +70,121 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 }
 
 // auditLog reads the audit log in ID order: the records stored in etcd,
-// merged with the creation records that live allocations still keep (see
-// ipam.Allocation.Created). Those are taken from the index before the first
-// read of etcd, so a record is never missed: an allocation ended since the
-// index saw it has its record in etcd by then (listed once: the stored
-// copy, with the same ID, wins).
+// merged with the creation records live allocations still keep (see
+// ipam.Allocation.Created).
+//
+// It reads both in rounds from its cursor: first the kept records (from an
+// index that has caught up with etcd), then the stored ones, and hands out
+// records only up to where the first of the two stopped short. No record
+// is missed: an allocation ended after the index was read has its record
+// in etcd by the time etcd is read. One ended in between is in both, with
+// the same ID, and is listed once.
 type auditLog struct {
-	r       Reader
-	kept    []*ipam.AuditRecord
-	prefix  string
-	after   string
-	limit   int
-	rev     int64
-	page    []ipam.Event
-	fetched bool // a page was read and nothing remains in etcd after it
+	r      Reader
+	kept   Creations // nil: none
+	prefix string
+	after  string // the cursor: records up to it are handed out
+	limit  int
+
+	read     bool // a round is buffered
+	keptRecs []*ipam.AuditRecord
+	stored   []ipam.Event
+	last     bool   // the round reaches the end of the log
+	bound    string // else: records after it wait for the next round
 }
 
-func newAuditLog(r Reader, kept []*ipam.AuditRecord, prefix, after string, limit int) *auditLog {
-	return &auditLog{r: r, kept: kept, prefix: prefix, after: after, limit: limit}
-}
-
-// fill reads the next page of stored records when the current one is used
-// up and etcd may hold more.
-func (l *auditLog) fill(ctx context.Context) error {
-	for len(l.page) == 0 && !l.fetched {
-		page, err := l.r.List(ctx, ipam.KindAudit, l.prefix, l.after, l.limit, l.rev)
+// round buffers the records after the cursor.
+func (l *auditLog) round(ctx context.Context) error {
+	var keptMore bool
+	l.keptRecs = nil
+	if l.kept != nil {
+		recs, more, err := l.kept.CreationRecords(ctx, l.prefix, l.after, l.limit)
 		if err != nil {
 			return err
 		}
-		l.rev = page.Revision // later pages at the first one's revision
-		l.page = page.Items
-		l.fetched = !page.More
-		if n := len(page.Items); n > 0 {
-			l.after = page.Items[n-1].Ref.ID
+		l.keptRecs, keptMore = recs, more
+	}
+	page, err := l.r.List(ctx, ipam.KindAudit, l.prefix, l.after, l.limit, 0)
+	if err != nil {
+		return err
+	}
+	l.stored = page.Items
+	l.read, l.last, l.bound = true, true, ""
+	stop := func(id string) {
+		if l.last || id < l.bound {
+			l.bound = id
 		}
+		l.last = false
+	}
+	if keptMore {
+		k := l.keptRecs[len(l.keptRecs)-1]
+		stop(k.Tenant + "/" + k.ID)
+	}
+	if n := len(page.Items); page.More && n > 0 {
+		stop(page.Items[n-1].Ref.ID)
 	}
 	return nil
 }
 
-// next returns the next record; ok is false at the end of the log.
+// head returns the lowest buffered record of the round and whether it is
+// a stored one; nil when the round is used up.
+func (l *auditLog) head() (r *ipam.AuditRecord, stored bool) {
+	for {
+		r, id := (*ipam.AuditRecord)(nil), ""
+		if len(l.stored) > 0 {
+			r, id, stored = l.stored[0].Value.(*ipam.AuditRecord), l.stored[0].Ref.ID, true
+		}
+		if len(l.keptRecs) > 0 {
+			k := l.keptRecs[0]
+			switch kid := k.Tenant + "/" + k.ID; {
+			case kid == id:
+				l.keptRecs = l.keptRecs[1:] // ended since: the stored copy is listed
+				continue
+			case r == nil || kid < id:
+				r, id, stored = k, kid, false
+			}
+		}
+		if r == nil || (!l.last && id > l.bound) {
+			return nil, false
+		}
+		return r, stored
+	}
+}
+
+// peek returns the next record without taking it; nil at the end.
+func (l *auditLog) peek(ctx context.Context) (*ipam.AuditRecord, bool, error) {
+	for {
+		if !l.read {
+			if err := l.round(ctx); err != nil {
+				return nil, false, err
+			}
+		}
+		if r, stored := l.head(); r != nil || l.last {
+			return r, stored, nil
+		}
+		l.after, l.read = l.bound, false // everything up to the bound is handed out
+	}
+}
+
+// next takes the next record; ok is false at the end of the log.
 func (l *auditLog) next(ctx context.Context) (*ipam.AuditRecord, bool, error) {
-	if err := l.fill(ctx); err != nil {
+	r, stored, err := l.peek(ctx)
+	if r == nil || err != nil {
 		return nil, false, err
 	}
-	var stored *ipam.AuditRecord
-	var storedID string
-	if len(l.page) > 0 {
-		stored, storedID = l.page[0].Value.(*ipam.AuditRecord), l.page[0].Ref.ID
+	if stored {
+		l.stored = l.stored[1:]
+	} else {
+		l.keptRecs = l.keptRecs[1:]
 	}
-	if len(l.kept) > 0 {
-		k := l.kept[0]
-		switch id := k.Tenant + "/" + k.ID; {
-		case stored == nil || id < storedID:
-			l.kept = l.kept[1:]
-			return k, true, nil
-		case id == storedID:
-			l.kept = l.kept[1:] // stored since the index was read
-		}
-	}
-	if stored == nil {
-		return nil, false, nil
-	}
-	l.page = l.page[1:]
-	return stored, true, nil
+	l.after = r.Tenant + "/" + r.ID
+	return r, true, nil
 }
 
 // more reports whether any record remains.
 func (l *auditLog) more(ctx context.Context) (bool, error) {
-	if err := l.fill(ctx); err != nil {
-		return false, err
-	}
-	return len(l.page) > 0 || len(l.kept) > 0, nil
+	r, _, err := l.peek(ctx)
+	return r != nil, err
 }
 
 func matchAudit(f filter.Filter, r *ipam.AuditRecord) bool {

@@ -49,9 +49,10 @@ type Usage interface {
 }
 
 // Creations lists the audit records live allocations keep (see
-// ipam.Allocation.Created), from the replica's index.
+// ipam.Allocation.Created): the first limit after startAfter, in ID order,
+// and whether there are more.
 type Creations interface {
-	CreationRecords(idPrefix, startAfter string) []*ipam.AuditRecord
+	CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error)
 }
 
 // NodeLease ties an announcer's registration to its session.
@@ -71,7 +72,7 @@ type Deps struct {
 	Writer Writer
 	Reader Reader
 	Usage  Usage
-	// Creations completes the audit log.
+	// Creations completes the audit log (nil: the log is all in etcd).
 	Creations Creations
 	// Hub and Leaser serve announcers; Fleet reports what they announce.
 	Hub    *fleet.Hub
