@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/loopback"
 )
 
 // ErrNoTestbins means the Kubernetes test binaries are not built.
@@ -143,26 +144,6 @@ func (p *proc) stop(sig syscall.Signal, d time.Duration) error {
 	}
 }
 
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // Cluster is a running etcd and kube-apiserver.
 type Cluster struct {
 	// Host is the API server's URL, https://127.0.0.1:PORT.
@@ -200,7 +181,7 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return fail(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/beaconlb/beacon/pkg/loopback"
 )
 
 // startCluster starts a cluster of members etcd processes (the etcd binary
@@ -21,7 +22,7 @@ import (
 // has a leader and answers, with every member's client URL; stop ends every
 // member with SIGTERM (SIGKILL after 10 s).
 func startCluster(ctx context.Context, binary string, members int, dir string) (endpoints []string, stop func() error, err error) {
-	ports, err := freeLoopbackPorts(2 * members)
+	ports, err := loopback.FreePorts(2 * members)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,24 +109,4 @@ func waitServing(ctx context.Context, endpoints []string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// freeLoopbackPorts returns n distinct ports that were free on 127.0.0.1.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -3,7 +3,6 @@ package replica_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/beaconlb/beacon/pkg/loopback"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
@@ -127,14 +127,9 @@ func TestEtcdLeaderLossKeepsInvariants(t *testing.T) {
 // their client URLs.
 func startEtcdCluster(t *testing.T) ([]*store.Embedded, []string) {
 	t.Helper()
-	var ports []int
-	for range 6 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		_ = l.Close() // free again for the member that binds it below
+	ports, err := loopback.FreePorts(6)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var initial []string
 	for i := range 3 {
