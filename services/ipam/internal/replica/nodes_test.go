@@ -181,6 +181,24 @@ func TestNodeLabels(t *testing.T) {
 	if diff := cmp.Diff(map[string]bool{"tenants/c1/announcers/node-a": false, "tenants/c1/announcers/node-b": true}, excluded); diff != "" {
 		t.Fatalf("ListAnnouncers excluded (-want +got):\n%s", diff)
 	}
+	// Page by page, each announcer still carries its node's labels.
+	paged := map[string]bool{}
+	token := ""
+	for range 4 {
+		resp, err := anc.ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: "tenants/c1", PageSize: 1, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range resp.GetAnnouncers() {
+			paged[x.GetName()] = x.GetExcluded()
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if diff := cmp.Diff(excluded, paged); diff != "" {
+		t.Fatalf("ListAnnouncers in pages of 1, excluded (-want +got):\n%s", diff)
+	}
 
 	// A stale etag is refused.
 	_, err = ann.UpdateNode(ctx, &ipamv1.UpdateNodeRequest{

@@ -460,20 +460,27 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, method, err)
 	}
-	drains, err := a.s.r.List(ctx, ipam.KindDrain, prefix, "", 100000, page.Revision)
+	// The drains and cluster labels of the page's nodes: those from the
+	// page's start to its last node, or to the end on the last page (which
+	// also lists drained nodes that are not subscribed).
+	last := ""
+	if page.More && len(page.Items) > 0 {
+		last = page.Items[len(page.Items)-1].Ref.ID
+	}
+	drains, err := a.listUpTo(ctx, ipam.KindDrain, prefix, after, last, page.Revision)
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, method, err)
 	}
 	drained := map[string]bool{}
-	for _, ev := range drains.Items {
+	for _, ev := range drains {
 		drained[ev.Ref.ID] = true
 	}
-	cnodes, err := a.s.r.List(ctx, ipam.KindClusterNode, prefix, "", 100000, page.Revision)
+	cnodes, err := a.listUpTo(ctx, ipam.KindClusterNode, prefix, after, last, page.Revision)
 	if err != nil {
 		return nil, toStatus(ctx, a.s.logger, method, err)
 	}
 	cluster := map[string]*ipam.ClusterNode{}
-	for _, ev := range cnodes.Items {
+	for _, ev := range cnodes {
 		cluster[ev.Ref.ID] = ev.Value.(*ipam.ClusterNode)
 	}
 	resp := &ipamv1.ListAnnouncersResponse{}
@@ -488,13 +495,35 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 	// Drained nodes that are not subscribed are listed too, so a forgotten
 	// drain can be found (on the last page, after the live ones).
 	if resp.NextPageToken == "" {
-		for _, ev := range drains.Items {
-			if d, ok := ev.Value.(*ipam.Drain); ok && !live[ev.Ref.ID] && ev.Ref.ID > after {
+		for _, ev := range drains {
+			if d, ok := ev.Value.(*ipam.Drain); ok && !live[ev.Ref.ID] {
 				resp.Announcers = append(resp.Announcers, a.announcerToProto(&ipam.Node{Tenant: d.Tenant, Name: d.Node}, cluster[ev.Ref.ID], false, true))
 			}
 		}
 	}
 	return resp, nil
+}
+
+// listUpTo reads the objects of a kind whose IDs start with prefix, after
+// startAfter and up to last ("": to the end), at revision rev.
+func (a *announcerService) listUpTo(ctx context.Context, kind ipam.Kind, prefix, startAfter, last string, rev int64) ([]ipam.Event, error) {
+	var out []ipam.Event
+	for {
+		page, err := a.s.r.List(ctx, kind, prefix, startAfter, 500, rev)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range page.Items {
+			if last != "" && ev.Ref.ID > last {
+				return out, nil
+			}
+			out = append(out, ev)
+		}
+		if !page.More || len(page.Items) == 0 {
+			return out, nil
+		}
+		startAfter = page.Items[len(page.Items)-1].Ref.ID
+	}
 }
 
 func (a *announcerService) DrainAnnouncer(ctx context.Context, req *ipamv1.DrainAnnouncerRequest) (*ipamv1.DrainAnnouncerResponse, error) {
