@@ -4,21 +4,24 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
 // Audit records are written one key per tenant per transaction: the records
-// of the changes a group commit packs together share one key, a JSON array,
-// so that under load the audit log costs etcd a fraction of a key per
-// allocation instead of one. A record alone keeps a key of its own, a JSON
-// object, as it always was.
+// of the changes a group commit packs together (releases, renewals,
+// expiries, hold ends) share one key, a JSON array, so that under load the
+// audit log costs etcd a fraction of a key per change instead of one. A
+// record alone keeps a key of its own, a JSON object, as does the record of
+// an allocation's creation when the allocation ends (ipam.Put.Alone).
 //
-// A packed record's ID is the key's ID (the ID of its first record) and its
-// position, "<id>-000": it sorts right after its key's ID and before any
-// other key's, so listing in ID order and resuming after any record work
-// across packed and single keys alike.
+// A pack holds its records in ID order, newest first (audit IDs invert
+// time), as the log lists them. A packed record's ID is the key's ID (the
+// ID of its first record) and its position, "<id>-000": it sorts right
+// after its key's ID and before any other key's, so listing in ID order and
+// resuming after any record work across packed and single keys alike.
 
 // packSep separates a pack's ID from a record's position in it; audit IDs
 // are hex and never hold it.
@@ -37,9 +40,10 @@ func packAudit(p *auditPack) (ipam.Ref, []byte, error) {
 		b, err := encode(ipam.KindAudit, r)
 		return ipam.Ref{Kind: ipam.KindAudit, ID: r.Tenant + "/" + r.ID}, b, err
 	}
-	id := p.recs[0].ID
-	out := make([]ipam.AuditRecord, len(p.recs))
-	for i, r := range p.recs {
+	recs := slices.SortedFunc(slices.Values(p.recs), func(a, b *ipam.AuditRecord) int { return strings.Compare(a.ID, b.ID) })
+	id := recs[0].ID
+	out := make([]ipam.AuditRecord, len(recs))
+	for i, r := range recs {
 		out[i] = *r
 		out[i].ID = fmt.Sprintf("%s%s%03d", id, packSep, i)
 	}

@@ -27,10 +27,11 @@ func auditChange(t *testing.T, tenant, id, owner string) *pending {
 // ID order, across packed and single keys.
 func TestAuditPacksListAndResume(t *testing.T) {
 	s, ctx := newStore(t)
-	// One transaction: three records of tenant a, one of tenant b.
+	// One transaction: three records of tenant a (not in ID order), one of
+	// tenant b.
 	batch := []*pending{
-		auditChange(t, "a", "0002aaaa", "a1"), auditChange(t, "b", "0002bbbb", "b1"),
-		auditChange(t, "a", "0002cccc", "a2"), auditChange(t, "a", "0002dddd", "a3"),
+		auditChange(t, "a", "0002cccc", "a2"), auditChange(t, "b", "0002bbbb", "b1"),
+		auditChange(t, "a", "0002aaaa", "a1"), auditChange(t, "a", "0002dddd", "a3"),
 	}
 	s.commitBatch(ctx, batch)
 	// Two transactions of one record each, around it in ID order.
