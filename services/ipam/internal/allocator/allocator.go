@@ -502,7 +502,7 @@ func (a *Allocator) addLog(ch *ipam.Change, action ipam.Action, al *ipam.Allocat
 		Tenant: al.Tenant, ID: auditID(now), Time: now, Action: action, Actor: meta.Actor,
 		Allocation: al.ID, Owner: al.Owner, Addrs: al.Addrs, Pool: al.Pool, RequestID: meta.RequestID,
 	}
-	ch.Puts = append(ch.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: al.Tenant + "/" + rec.ID}, Value: rec})
+	ch.Puts = append(ch.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: rec.Key()}, Value: rec})
 	a.addRequest(ch, al.Tenant, meta, r)
 }
 

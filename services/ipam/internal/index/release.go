@@ -27,7 +27,7 @@ func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, no
 	if rec := a.CreationRecord(); rec != nil {
 		// The record of its creation leaves with the allocation, for the
 		// log (no condition: audit IDs are unique).
-		b.plan.Change.Puts = append(b.plan.Change.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: tenant + "/" + rec.ID}, Value: rec, Alone: true})
+		b.plan.Change.Puts = append(b.plan.Change.Puts, ipam.Put{Ref: ipam.Ref{Kind: ipam.KindAudit, ID: rec.Key()}, Value: rec, Alone: true})
 	}
 	var held []netip.Addr
 	for _, addr := range a.Addrs {

@@ -225,6 +225,10 @@ type AuditRecord struct {
 	RequestID  string       `json:"requestID,omitempty"`
 }
 
+// Key returns the record's ID in the log, "tenant/id": the order of the
+// log, and the ID of its ref.
+func (r *AuditRecord) Key() string { return r.Tenant + "/" + r.ID }
+
 // RequestRecord remembers the outcome of a request that carried a
 // request_id, so that a retry gets the same answer.
 type RequestRecord struct {

@@ -62,7 +62,7 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 				return nil, toStatus(ctx, a.s.logger, method, err)
 			}
 			if more {
-				resp.NextPageToken = encodePageToken(r.Tenant+"/"+r.ID, q)
+				resp.NextPageToken = encodePageToken(r.Key(), q)
 			}
 			return resp, nil
 		}
@@ -117,8 +117,7 @@ func (l *auditLog) round(ctx context.Context) error {
 		l.last = false
 	}
 	if keptMore {
-		k := l.keptRecs[len(l.keptRecs)-1]
-		stop(k.Tenant + "/" + k.ID)
+		stop(l.keptRecs[len(l.keptRecs)-1].Key())
 	}
 	if n := len(page.Items); page.More && n > 0 {
 		stop(page.Items[n-1].Ref.ID)
@@ -136,7 +135,7 @@ func (l *auditLog) head() (r *ipam.AuditRecord, stored bool) {
 		}
 		if len(l.keptRecs) > 0 {
 			k := l.keptRecs[0]
-			switch kid := k.Tenant + "/" + k.ID; {
+			switch kid := k.Key(); {
 			case kid == id:
 				l.keptRecs = l.keptRecs[1:] // ended since: the stored copy is listed
 				continue
@@ -177,7 +176,7 @@ func (l *auditLog) next(ctx context.Context) (*ipam.AuditRecord, bool, error) {
 	} else {
 		l.keptRecs = l.keptRecs[1:]
 	}
-	l.after = r.Tenant + "/" + r.ID
+	l.after = r.Key()
 	return r, true, nil
 }
 

@@ -38,7 +38,7 @@ func packAudit(p *auditPack) (ipam.Ref, []byte, error) {
 	if len(p.recs) == 1 {
 		r := p.recs[0]
 		b, err := encode(ipam.KindAudit, r)
-		return ipam.Ref{Kind: ipam.KindAudit, ID: r.Tenant + "/" + r.ID}, b, err
+		return ipam.Ref{Kind: ipam.KindAudit, ID: r.Key()}, b, err
 	}
 	recs := slices.SortedFunc(slices.Values(p.recs), func(a, b *ipam.AuditRecord) int { return strings.Compare(a.ID, b.ID) })
 	id := recs[0].ID

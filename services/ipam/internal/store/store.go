@@ -261,7 +261,7 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 				return ipam.Page{}, err
 			}
 			for _, r := range recs {
-				id := r.Tenant + "/" + r.ID
+				id := r.Key()
 				if startAfter != "" && id <= startAfter {
 					continue // the records of a pack already listed
 				}
