@@ -19,7 +19,10 @@ type BIRDConfig struct {
 	RouterID  netip.Addr
 	ASN       uint32
 	Neighbors []BIRDNeighbor
-	Extra     string
+	// Debug, when set, is BIRD's "debug protocols" option for every
+	// protocol ("all", "{ states, events }"): the traces land in BIRD's log.
+	Debug string
+	Extra string
 }
 
 // BIRDNeighbor is one BGP neighbor of a BIRD router; its protocol is named
@@ -30,6 +33,25 @@ type BIRDNeighbor struct {
 	LocalAddress netip.Addr
 	ASN          uint32
 	Password     string
+	// HoldTime, ConnectRetry and ErrorWait (BIRD's "error wait time",
+	// minimum and maximum) override BIRD's defaults (240 s, 120 s and
+	// 60-300 s) when set. With the default error wait, BIRD keeps a
+	// session down for at least a minute after any error, BFD down
+	// included.
+	HoldTime     time.Duration
+	ConnectRetry time.Duration
+	ErrorWait    [2]time.Duration
+	// BFD, when set, ties the session to a BFD session with these timers.
+	BFD *BIRDBFD
+}
+
+// BIRDBFD holds BFD timers for BIRD's bfd protocol. Idle is BIRD's "idle
+// tx interval", the rate of packets while the session is down (BIRD's
+// default 1 s); zero keeps the default.
+type BIRDBFD struct {
+	Interval   time.Duration
+	Idle       time.Duration
+	Multiplier int
 }
 
 // BIRD is a running BIRD 2.
@@ -44,6 +66,10 @@ type BIRD struct {
 func (c BIRDConfig) Config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "router id %s;\nlog stderr all;\nprotocol device {}\n", c.RouterID)
+	if c.Debug != "" {
+		fmt.Fprintf(&b, "debug protocols %s;\n", c.Debug)
+	}
+	var bfd strings.Builder
 	for i, n := range c.Neighbors {
 		name := n.Name
 		if name == "" {
@@ -57,12 +83,39 @@ func (c BIRDConfig) Config() string {
 		if n.Password != "" {
 			fmt.Fprintf(&b, "  password %q;\n", n.Password)
 		}
+		if n.HoldTime > 0 {
+			fmt.Fprintf(&b, "  hold time %d;\n", int(n.HoldTime.Seconds()))
+		}
+		if n.ConnectRetry > 0 {
+			fmt.Fprintf(&b, "  connect retry time %d;\n", int(n.ConnectRetry.Seconds()))
+		}
+		if n.ErrorWait[1] > 0 {
+			fmt.Fprintf(&b, "  error wait time %d,%d;\n", int(n.ErrorWait[0].Seconds()), int(n.ErrorWait[1].Seconds()))
+		}
+		if n.BFD != nil {
+			b.WriteString("  bfd on;\n")
+			// Timers per interface, not a "neighbor" in the bfd
+			// protocol: that would make a session of its own that
+			// outlives BGP's, where BGP's request (what BIRD users run)
+			// comes and goes with the BGP session. One BFD neighbor per
+			// BIRD in these labs, so the last one's timers win.
+			bfd.Reset()
+			fmt.Fprintf(&bfd, "  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n",
+				n.BFD.Interval.Milliseconds(), n.BFD.Interval.Milliseconds(), n.BFD.Multiplier)
+			if n.BFD.Idle > 0 {
+				fmt.Fprintf(&bfd, "    idle tx interval %d ms;\n", n.BFD.Idle.Milliseconds())
+			}
+			bfd.WriteString("  };\n")
+		}
 		gw := ""
 		if n.ASN == c.ASN {
 			b.WriteString("  direct;\n")
 			gw = " gateway direct;"
 		}
 		fmt.Fprintf(&b, "  %s { import all; export all;%s };\n}\n", fam, gw)
+	}
+	if bfd.Len() > 0 {
+		fmt.Fprintf(&b, "protocol bfd {\n%s}\n", bfd.String())
 	}
 	b.WriteString(c.Extra)
 	return b.String()

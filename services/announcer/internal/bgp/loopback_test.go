@@ -45,8 +45,13 @@ func freePort(t *testing.T, a netip.Addr) uint16 {
 
 func startCollector(t *testing.T, a string, asn, speakerASN uint32) *collector {
 	t.Helper()
-	c := &collector{addr: addr(a)}
-	c.port = freePort(t, c.addr)
+	return startCollectorAt(t, a, freePort(t, addr(a)), asn, speakerASN)
+}
+
+// startCollectorAt is startCollector on a given port.
+func startCollectorAt(t *testing.T, a string, port uint16, asn, speakerASN uint32) *collector {
+	t.Helper()
+	c := &collector{addr: addr(a), port: port}
 	c.srv = server.NewBgpServer(server.LoggerOption(slog.New(slog.DiscardHandler), nil))
 	done := make(chan struct{})
 	go func() { defer close(done); c.srv.Serve() }()

@@ -39,6 +39,7 @@ type Speaker struct {
 	appliedPolicy *api.SetPoliciesRequest
 
 	sessions sessionTable
+	resets   *bfdResets
 }
 
 // New returns a Speaker that logs to logger. It starts nothing.
@@ -53,6 +54,7 @@ func New(logger *slog.Logger, opts Options) *Speaker {
 		desired:  emptyPlan(),
 		applied:  emptyPlan(),
 		sessions: sessionTable{byName: map[string]*SessionState{}, nameByAddr: map[netip.Addr]string{}},
+		resets:   newBFDResets(),
 	}
 }
 
@@ -83,7 +85,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 	s.started = true
 	s.mu.Unlock()
 
-	glog := slog.New(levelHandler{min: s.opts.GoBGPLogLevel, mute: &s.mute, Handler: s.logger.Handler()}).With("component", "gobgp")
+	// The tap sees GoBGP's BFD resets (see bfdreset.go).
+	glog := slog.New(resetTap{levelHandler{min: s.opts.GoBGPLogLevel, mute: &s.mute, Handler: s.logger.Handler()}, s.resets}).With("component", "gobgp")
 	srv := server.NewBgpServer(server.LoggerOption(glog, nil))
 	serveDone := make(chan struct{})
 	go func() {
@@ -115,6 +118,7 @@ func (s *Speaker) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(s.opts.PollInterval)
 	defer tick.Stop()
+	var recheck <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,6 +127,15 @@ func (s *Speaker) Run(ctx context.Context) error {
 			return errors.New("bgp: GoBGP stopped serving")
 		case <-tick.C:
 			s.poll(ctx, srv)
+		case <-s.resets.wake:
+			if s.recreateReset(ctx, srv) && recheck == nil {
+				recheck = time.After(resetRetry)
+			}
+		case <-recheck:
+			recheck = nil
+			if s.recreateReset(ctx, srv) {
+				recheck = time.After(resetRetry)
+			}
 		}
 	}
 }
