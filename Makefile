@@ -161,6 +161,9 @@ bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see 
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
+	@if [ "$$(id -u)" = 0 ]; then BEACON_BENCH=1 go test -count=1 -timeout=20m -run TestBenchBFDRecover -v ./services/announcer/internal/bgp/ \
+	  | grep -E '^(BENCH|--- |ok|FAIL)|bfd_bench_test|recover.go' | tee -a $(CURDIR)/bench.out; \
+	else echo ">> SKIPPING the BFD recovery benchmark (BIRD and FRR in network namespaces): it needs root"; fi
 	$(MAKE) --no-print-directory bench-k8s | tee -a $(CURDIR)/bench.out
 
 .PHONY: bench-k8s
