@@ -43,5 +43,9 @@
 // GoBGP v4's BFD runs per peer (asynchronous mode, UDP 3784, no
 // authentication, no echo, no passive mode); when it goes down GoBGP resets
 // the session. BFDConfig.Passive is accepted for compatibility and has no
-// effect.
+// effect. After every such reset the Speaker re-creates the peer in GoBGP
+// once its session is down: GoBGP would otherwise send the reset's Cease to
+// the next session the moment it is Established, and its BFD would keep a
+// stale remote discriminator, which against BIRD loops a session down and
+// up for minutes (issue 20; the root cause is in bfdreset.go).
 package bgp
