@@ -2,7 +2,10 @@ package bgp_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +96,64 @@ func TestBFDRecovers(t *testing.T) {
 		if len(s.Lost) > 0 {
 			t.Errorf("%v: sessions %v went down again within %v of coming back", s.Failure, s.Lost, cfg.Stable)
 		}
+	}
+}
+
+// TestGoBGPBFDKeepsStaleDiscriminator is the minimal reproduction of the
+// other half of issue 20, GoBGP's BFD against a router that re-creates its
+// BFD session (BIRD does for every BGP session): `birdc restart` gives
+// BIRD's BFD session a new discriminator; GoBGP's BFD, Up and bound to the
+// old one, discards the new session's packets (RFC 5880 6.8.6 would take
+// them, and go Down at once on their state Down) and keeps sending the old
+// discriminator, which BIRD rejects, until its detection time expires. If
+// GoBGP learns to follow, its log says "Remote peer signaled BFD down"
+// instead of "Expired", and this test fails.
+func TestGoBGPBFDKeepsStaleDiscriminator(t *testing.T) {
+	requireRouters(t, "bird", "birdc")
+	t.Parallel()
+	ctx := context.Background()
+	lab := netlab.NewForTest(t)
+	rb := addHost(t, lab, "bird", 2)
+	node := addHost(t, lab, "node", 11)
+	bird, err := rb.StartBIRD(ctx, netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64500, Neighbors: []netlab.BIRDNeighbor{{
+		Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64501, HoldTime: 9 * time.Second,
+		ErrorWait: [2]time.Duration{time.Second, 2 * time.Second},
+		BFD:       &netlab.BIRDBFD{Interval: 100 * time.Millisecond, Multiplier: 3},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := startSpeaker(t, node, bgplab.ChildOptions{})
+	bfd := &bgp.BFDConfig{RxInterval: 100 * time.Millisecond, TxInterval: 100 * time.Millisecond, DetectMultiplier: 3}
+	if err := sp.Apply(ctx, []bgp.PeerConfig{{Name: "bird", MyASN: 64501, PeerASN: 64500, Address: rb.Addr4(),
+		HoldTime: 9 * time.Second, ConnectRetry: 2 * time.Second, BFD: bfd}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.WaitEstablished(ctx, 30*time.Second, true, "bird"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bird.Birdc(ctx, "restart", "n0"); err != nil {
+		t.Fatal(err)
+	}
+	logHas := func(p *netlab.Proc, s string) error {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), s) {
+			return fmt.Errorf("%s's log has no %q yet", p.Name, s)
+		}
+		return nil
+	}
+	if err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(context.Context) error {
+		return errors.Join(
+			logHas(bird.Proc(), "unknown session id"),
+			logHas(sp.Proc, `msg=Expired component=gobgp Topic=bfd Peer=`+rb.Addr4().String()))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// And the workaround: the session comes back.
+	if err := sp.WaitEstablished(ctx, 20*time.Second, true, "bird"); err != nil {
+		t.Fatal(err)
 	}
 }

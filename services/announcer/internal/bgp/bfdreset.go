@@ -49,8 +49,9 @@ import (
 // learns whatever session the router has now. If the session was
 // Established the Cease was already sent and the re-creation only costs
 // GoBGP's idle hold (a new peer connects at once). TestGoBGPQueuesStaleReset
-// reproduces GoBGP's queued Cease on its own; TestBFDRecovers shows the
-// loop gone against real BIRD and FRR.
+// reproduces GoBGP's queued Cease on its own, TestGoBGPBFDKeepsStale-
+// Discriminator its stale discriminator against BIRD; TestBFDRecovers
+// shows the loop gone against real BIRD and FRR.
 
 // Where GoBGP's log says it queued a hard reset (server.go,
 // sendNotification and ResetPeer, GoBGP v4.8.0).
