@@ -113,13 +113,30 @@ func (c *Cluster) StartFRR(ctx context.Context, asn uint32, withZebra bool, bfd 
 // StartBIRD adds a BIRD router (host "bird") with every node as an eBGP
 // neighbor over IPv4.
 func (c *Cluster) StartBIRD(ctx context.Context) (*netlab.BIRD, error) {
+	return c.startBIRD(ctx, nil)
+}
+
+// StartBIRDBFD is StartBIRD with BFD at interval × mult on every session
+// (a BFD session BIRD's BGP protocol requests, as BIRD users run it), hold
+// time 9 s and error wait 1-2 s (BIRD's default would keep a session down
+// for a minute after a BFD down).
+func (c *Cluster) StartBIRDBFD(ctx context.Context, interval time.Duration, mult int) (*netlab.BIRD, error) {
+	return c.startBIRD(ctx, &netlab.BIRDBFD{Interval: interval, Multiplier: mult})
+}
+
+func (c *Cluster) startBIRD(ctx context.Context, bfd *netlab.BIRDBFD) (*netlab.BIRD, error) {
 	h, err := c.Lab.AddHost(ctx, "bird", netip.PrefixFrom(BIRDAddr4, 24))
 	if err != nil {
 		return nil, err
 	}
 	cfg := netlab.BIRDConfig{RouterID: BIRDAddr4, ASN: BIRDASN}
 	for i := range c.Nodes {
-		cfg.Neighbors = append(cfg.Neighbors, netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d", i), Address: NodeAddr4(i), LocalAddress: BIRDAddr4, ASN: NodeASN})
+		n := netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d", i), Address: NodeAddr4(i), LocalAddress: BIRDAddr4, ASN: NodeASN}
+		if bfd != nil {
+			n.BFD, n.HoldTime = bfd, 9*time.Second
+			n.ErrorWait = [2]time.Duration{time.Second, 2 * time.Second}
+		}
+		cfg.Neighbors = append(cfg.Neighbors, n)
 	}
 	return h.StartBIRD(ctx, cfg)
 }
