@@ -25,6 +25,7 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/links"
 	"github.com/beaconlb/beacon/services/announcer/internal/reconcile"
+	"github.com/beaconlb/beacon/services/announcer/internal/tenure"
 )
 
 var version = "dev"
@@ -65,11 +66,15 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		defer func() { _ = cc.Close() }()
 		conns = append(conns, cc)
 	}
-	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace})
-	responder := l2.New(logger, l2.Options{})
+	// The node's right to answer for its L2 addresses: granted by the IPAM
+	// session, taking effect once the reconciler has installed the plan it
+	// was granted for, asked by the responder at every frame it sends.
+	rights := tenure.New()
+	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace, Rights: rights})
+	responder := l2.New(logger, l2.Options{Rights: rights})
 	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
-	rec := reconcile.New(responder, speaker, client, logger)
-	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder); err != nil {
+	rec := reconcile.New(responder, rights, speaker, client, logger)
+	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder, rights); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 

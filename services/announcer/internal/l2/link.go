@@ -133,6 +133,13 @@ func (l *link) read(conn *packet.Conn, decide decider) {
 		if v != answered {
 			continue
 		}
+		// The right is asked for here, after the frame was read: a node
+		// that wakes from a freeze with requests queued in its socket
+		// answers none of them unless the IPAM has confirmed its plan since.
+		if !l.r.opts.Rights.Valid() {
+			l.r.event(EventWithheld, l.name, target)
+			continue
+		}
 		if err := l.send(conn, reply); err != nil {
 			l.r.event(EventError, l.name, target)
 			l.r.log.Warn("cannot send reply", "interface", l.name, "addr", target, "err", err)
@@ -242,6 +249,10 @@ func (l *link) announceOne(addr netip.Addr) {
 		return
 	}
 	for _, f := range frames {
+		if !l.r.opts.Rights.Valid() {
+			l.r.event(EventWithheld, l.name, addr)
+			return
+		}
 		if err := l.send(conn, f); err != nil {
 			l.r.event(EventError, l.name, addr)
 			l.r.log.Warn("cannot send announcement", "interface", l.name, "addr", addr, "err", err)

@@ -34,6 +34,12 @@ type Speaker interface {
 	Events() <-chan struct{}
 }
 
+// Installer learns which plan the responder answers from, so that the
+// node's right to answer, granted per plan, takes effect (package tenure).
+type Installer interface {
+	Installed(gen uint64)
+}
+
 // Session is the node's session with the IPAM.
 type Session interface {
 	Updates() <-chan ipamclient.Update
@@ -44,15 +50,17 @@ type Session interface {
 // Reconciler drives the responder and the speaker.
 type Reconciler struct {
 	l2       Responder
+	rights   Installer
 	speaker  Speaker
 	session  Session
 	logger   *slog.Logger
 	readFile func(string) ([]byte, error)
 }
 
-// New returns a Reconciler.
-func New(l2 Responder, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
-	return &Reconciler{l2: l2, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
+// New returns a Reconciler. rights learns each plan generation once the
+// responder answers from it.
+func New(l2 Responder, rights Installer, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
+	return &Reconciler{l2: l2, rights: rights, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
 }
 
 // Run reconciles until ctx is done. interfaces delivers the node's
@@ -64,23 +72,34 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 	var l2 map[string][]netip.Addr
 	var routes []bgp.Route
 	var reported *ipamv1.AnnouncerStatus
+	var gen uint64 // of the plan the responder answers from
 	for {
 		bgpChanged := false
+		next := gen
 		select {
 		case <-ctx.Done():
 			return nil
 		case u := <-r.session.Updates():
 			bgpChanged = plan == nil || u.Plan == nil || !sameBGP(plan, u.Plan)
-			plan, lost = u.Plan, u.Lost
+			plan, lost, next = u.Plan, u.Lost, u.Gen
 		case itfs = <-interfaces:
 			r.session.SetInterfaces(interfacesToProto(itfs))
 		case <-r.speaker.Events():
 		}
+		installed := true
 		if want := L2Desired(plan, itfs, lost); !sameL2(want, l2) {
 			if err := r.l2.Set(want); err != nil {
-				r.logger.WarnContext(ctx, "setting L2 addresses failed", "error", err)
+				// The responder still answers from the previous set: the
+				// new plan's right must not count for it.
+				r.logger.ErrorContext(ctx, "setting L2 addresses failed", "error", err)
+				installed = false
+			} else {
+				l2 = want
 			}
-			l2 = want
+		}
+		if installed && next > gen {
+			gen = next
+			r.rights.Installed(gen)
 		}
 		if bgpChanged {
 			peers, rs, errs := BGPDesired(plan, r.readFile)

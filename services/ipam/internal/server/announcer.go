@@ -30,6 +30,12 @@ type announcerService struct {
 // minimum). A live replica revokes at once when the session ends.
 const nodeLeaseTTL = 2 * time.Second
 
+// errNodeEnded marks a session that the announcer's side ended: its stream
+// was closed or its connection broke. An announcer gives up its L2 rights
+// before it closes its stream, and a dead one answers nothing, so its
+// addresses may move at once.
+var errNodeEnded = errors.New("the announcer ended its stream")
+
 // nodeNameRule is the rule validNodeName checks, for error messages.
 const nodeNameRule = "must be a node name: a DNS subdomain of at most 253 characters, dot-separated parts of 1-63 lower-case letters, digits and '-' that start and end with a letter or digit"
 
@@ -109,6 +115,8 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	if err != nil {
 		return toStatus(ctx, a.s.logger, method, err)
 	}
+	granted := newRights(2*a.s.heartbeat, lease)
+	var ended error // why the session ended, once it has
 	defer func() {
 		select {
 		case <-a.s.stopping:
@@ -118,6 +126,12 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
+		if !errors.Is(ended, errNodeEnded) {
+			// The node may still be answering on the rights it was
+			// granted: its addresses move only once they have ended. A
+			// node that closed its own stream gave its rights up first.
+			granted.wait(rctx)
+		}
 		if err := lease.Revoke(rctx); err != nil {
 			a.s.logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", node.Name, "error", err)
 		}
@@ -168,17 +182,26 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
+	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
 	g.Go(func() error { // what the announcer sends
 		for {
 			msg, err := stream.Recv()
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errNodeEnded, err)
 			}
 			select {
 			case beats <- struct{}{}:
 			default:
 			}
 			switch b := msg.GetBody().(type) {
+			case *ipamv1.SubscribeRequest_Heartbeat:
+				if seq := b.Heartbeat.GetSequence(); seq > 0 {
+					select { // replace an older one not yet sent
+					case <-acks:
+					default:
+					}
+					acks <- seq
+				}
 			case *ipamv1.SubscribeRequest_Status:
 				nodeMu.Lock()
 				node.Announced, node.Sessions = statusFromProto(b.Status)
@@ -225,17 +248,22 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	g.Go(func() error { // heartbeats, so the announcer can tell how long it has been cut off
+	g.Go(func() error { // heartbeats, and the acknowledgements that grant L2 rights
 		t := time.NewTicker(a.s.heartbeat)
 		defer t.Stop()
 		for {
+			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb}
 			select {
 			case <-gctx.Done():
 				return nil
 			case <-t.C:
-				if err := send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb}); err != nil {
-					return err
-				}
+			case seq := <-acks:
+				// Sent after every plan message before it on the stream:
+				// the right covers what the node was sent so far.
+				resp.HeartbeatAck = &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(granted.grant(time.Now()))}
+			}
+			if err := send(resp); err != nil {
+				return err
 			}
 		}
 	})
@@ -247,8 +275,9 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	// stream, which ends the receiver's Recv.
 	<-gctx.Done()
 	err = context.Cause(gctx)
+	ended = err
 	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, errNodeEnded) {
 		return nil
 	}
 	if _, ok := status.FromError(err); ok {
