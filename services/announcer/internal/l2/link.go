@@ -41,9 +41,17 @@ type link struct {
 	wg       sync.WaitGroup
 	announce chan struct{} // capacity 1: "pending changed"
 
-	mu      sync.Mutex
-	pending []announcement
+	mu       sync.Mutex
+	pending  []announcement
+	defended map[netip.Addr]time.Time // last defence per address
 }
+
+// defendInterval is the least time between two defences of one address on
+// one link. RFC 5227 asks hosts for ten seconds; a node whose address is
+// claimed by a stale owner must win the client back at once, yet two nodes
+// that both believe they own an address (for the instant of a planned move)
+// must not trade announcements in a storm.
+const defendInterval = 250 * time.Millisecond
 
 // announcement is one scheduled announcement of addr.
 type announcement struct {
@@ -129,6 +137,10 @@ func (l *link) read(conn *packet.Conn, decide decider) {
 		reply, target, v := decide(buf[:n], l.mac, answers)
 		if v.isRequest() {
 			l.r.event(EventRequest, l.name, target)
+		}
+		if v == claimed {
+			l.defend(target)
+			continue
 		}
 		if v != answered {
 			continue
@@ -223,6 +235,35 @@ func (l *link) announceLoop() {
 		case <-timer.C:
 		}
 	}
+}
+
+// defend answers another host's claim on addr (its ARP reply, gratuitous
+// ARP or neighbor advertisement) by announcing addr at once, if the node
+// still answers for it, has the right to, and has not defended it within
+// defendInterval.
+func (l *link) defend(addr netip.Addr) {
+	now := time.Now()
+	l.mu.Lock()
+	if last, ok := l.defended[addr]; ok && now.Sub(last) < defendInterval {
+		l.mu.Unlock()
+		return
+	}
+	if l.defended == nil {
+		l.defended = make(map[netip.Addr]time.Time)
+	}
+	l.defended[addr] = now
+	for a, t := range l.defended { // forget old defences
+		if now.Sub(t) > time.Minute {
+			delete(l.defended, a)
+		}
+	}
+	l.mu.Unlock()
+	if !l.r.answers(l.name, addr) || !l.r.opts.Rights.Valid() {
+		return
+	}
+	l.r.log.Warn("another host claims an address this node answers for; announcing it again", "interface", l.name, "addr", addr)
+	l.r.event(EventDefence, l.name, addr)
+	l.announceOne(addr)
 }
 
 func (l *link) announceOne(addr netip.Addr) {

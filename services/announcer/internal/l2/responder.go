@@ -57,6 +57,7 @@ const (
 	EventAnnouncement                      // a gratuitous ARP / unsolicited advertisement frame sent
 	EventError                             // a frame could not be sent
 	EventWithheld                          // a reply or announcement not sent: the node had no right to answer
+	EventDefence                           // another host claimed an address answered here, which was announced again
 )
 
 func (k EventKind) String() string {
@@ -71,6 +72,8 @@ func (k EventKind) String() string {
 		return "error"
 	case EventWithheld:
 		return "withheld"
+	case EventDefence:
+		return "defence"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -144,6 +147,10 @@ type FamilyStats struct {
 	// Withheld counts replies and announcements not sent because the node
 	// had no valid right to answer at that moment (Options.Rights).
 	Withheld uint64
+	// Defences counts claims by other hosts on answered addresses that
+	// were answered with an announcement (at most one per address per
+	// 250 ms on a link).
+	Defences uint64
 }
 
 // Stats counts a Responder's traffic per family.
@@ -153,7 +160,7 @@ type Stats struct {
 }
 
 type familyCounters struct {
-	requests, replies, announcements, errors, withheld atomic.Uint64
+	requests, replies, announcements, errors, withheld, defences atomic.Uint64
 }
 
 func (c *familyCounters) load() FamilyStats {
@@ -163,6 +170,7 @@ func (c *familyCounters) load() FamilyStats {
 		Announcements: c.announcements.Load(),
 		Errors:        c.errors.Load(),
 		Withheld:      c.withheld.Load(),
+		Defences:      c.defences.Load(),
 	}
 }
 
@@ -320,6 +328,8 @@ func (r *Responder) event(kind EventKind, ifname string, addr netip.Addr) {
 		c.errors.Add(1)
 	case EventWithheld:
 		c.withheld.Add(1)
+	case EventDefence:
+		c.defences.Add(1)
 	}
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(Event{Kind: kind, Family: familyOf(addr), Interface: ifname, Addr: addr})

@@ -126,7 +126,10 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		if !errors.Is(ended, errNodeEnded) {
+		// The stream's own context ends when the announcer cancels its
+		// call or its connection closes (a killed process's kernel closes
+		// it): the node ended the session.
+		if !errors.Is(ended, errNodeEnded) && ctx.Err() == nil {
 			// The node may still be answering on the rights it was
 			// granted: its addresses move only once they have ended. A
 			// node that closed its own stream gave its rights up first.
