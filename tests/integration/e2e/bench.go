@@ -19,18 +19,28 @@ type BenchConfig struct {
 	// BFDTrials is the number of BFD withdrawal trials (each waits for the
 	// session to come back, 2-8 s).
 	BFDTrials int
+	// StaleRounds is the number of rounds of StaleSilences (each about
+	// 25 s): an owner frozen or cut off, and back after its addresses moved.
+	StaleRounds int
 	// Log receives progress (nil: discarded).
 	Log io.Writer
 }
 
-// Figure is one measured value.
+// Figure is one measured value: a time, or a count when Unit is "count".
 type Figure struct {
 	Name  string
 	Value time.Duration
+	Count int
+	Unit  string // "" for ms
 }
 
-// Line is the figure as "BENCH <name> <value> ms".
-func (f Figure) Line() string { return "BENCH " + f.Name + " " + Millis(f.Value) + " ms" }
+// Line is the figure as "BENCH <name> <value> ms" (or "... <n> count").
+func (f Figure) Line() string {
+	if f.Unit == "count" {
+		return fmt.Sprintf("BENCH %s %d count", f.Name, f.Count)
+	}
+	return "BENCH " + f.Name + " " + Millis(f.Value) + " ms"
+}
 
 // Bench measures L2 failover (kill, link down, hang), drain and BFD
 // withdrawal with the real binaries and returns p50 and p99 of each. It
@@ -43,7 +53,7 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	var figs []Figure
 	add := func(name string, s Samples) {
 		logf("%s: %v", name, s)
-		figs = append(figs, Figure{name + "_p50", s.Percentile(50)}, Figure{name + "_p99", s.Percentile(99)})
+		figs = append(figs, Figure{Name: name + "_p50", Value: s.Percentile(50)}, Figure{Name: name + "_p99", Value: s.Percentile(99)})
 	}
 	l2, err := benchL2(ctx, cfg, logf)
 	for _, k := range []FailoverKind{Kill, LinkDown, Hang, Drain} {
@@ -55,6 +65,11 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 			add(name, s)
 		}
 	}
+	if err != nil {
+		return figs, err
+	}
+	stale, err := benchStale(ctx, cfg, logf)
+	figs = append(figs, stale...)
 	if err != nil {
 		return figs, err
 	}

@@ -66,6 +66,63 @@ type StaleTrial struct {
 	BackToOld int
 }
 
+// StaleSilences are the silences a round of the stale-answer benchmark and
+// test puts an owner through: freezes shorter and longer than the IPAM's
+// heartbeat watchdog (0.6 s), and egress cuts of the management link alone
+// (the node still answers ARP meanwhile) and of both links.
+func StaleSilences() []struct {
+	Kind Silence
+	For  time.Duration
+} {
+	return []struct {
+		Kind Silence
+		For  time.Duration
+	}{
+		{Freeze, 300 * time.Millisecond},
+		{Freeze, time.Second},
+		{Freeze, 3 * time.Second},
+		{CutMgmt, time.Second},
+		{CutMgmt, 3 * time.Second},
+		{CutAll, 1500 * time.Millisecond},
+	}
+}
+
+// benchStale runs cfg.StaleRounds rounds of StaleSilences on a three-node
+// cluster and reports the most stale replies any trial saw
+// (l2_stale_replies_after_freeze, 0 is the only pass) and the longest time
+// the client pointed at a node that did not own the address
+// (l2_wrong_owner_ms).
+func benchStale(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (figs []Figure, err error) {
+	if cfg.StaleRounds <= 0 {
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 3, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	svc, err := c.SetupL2(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stale, wrong := 0, time.Duration(0)
+	for round := range cfg.StaleRounds {
+		for _, s := range StaleSilences() {
+			res, err := c.MeasureStale(ctx, svc, s.Kind, s.For)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", round, err)
+			}
+			logf("stale round %d: %s %v: %s -> %s, moved after %v, %d stale replies, client wrong for %v",
+				round, s.Kind, s.For, res.From, res.To, ms(res.Moved), res.StaleReplies, ms(res.WrongOwner))
+			stale, wrong = max(stale, res.StaleReplies), max(wrong, res.WrongOwner)
+		}
+	}
+	return []Figure{
+		{Name: "l2_stale_replies_after_freeze", Count: stale, Unit: "count"},
+		{Name: "l2_wrong_owner_ms", Value: wrong},
+	}, nil
+}
+
 // StaleWindow is how long a trial watches after the owner is back: the
 // reconnect, the new plan, and any late answer the old owner would send.
 const StaleWindow = 2 * time.Second

@@ -45,7 +45,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&labels, "labels", "", "the node's labels, k=v,k=v")
 	str(&routerID, "router-id", "", "BGP router ID (an IPv4 address); default: the first IPv4 address of the node's interfaces")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:7402", "HTTP address for /metrics, /healthz and /readyz")
-	str(&grace, "grace", "2s", "how long to keep answering L2 while cut off from every IPAM")
+	str(&grace, "grace", "2s", "how long a node cut off from every IPAM keeps its L2 addresses in place before dropping them (it answers only while the IPAM's last grant lasts, 0.4 s)")
 	str(&keep, "keep-routes-on-exit", "false", "on exit, keep BGP routes at graceful-restart peers (planned restarts)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
