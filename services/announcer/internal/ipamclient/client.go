@@ -182,7 +182,16 @@ func (c *Client) Run(ctx context.Context) error {
 			c.logger.WarnContext(ctx, "cut off from the IPAM past the grace period: stopping L2 answers", "grace", c.opts.Grace)
 			c.publish(Update{Plan: plan, Gen: c.gen.Load(), Lost: true})
 		}
-		backoff = min(backoff*2, c.opts.MaxBackoff)
+		// While the node still holds its plan (within the grace period), a
+		// replica that comes back, or another one, is tried at least every
+		// 250 ms: the node answers L2 only once a replica has confirmed its
+		// plan, and a replica's farewell right lasts only as long as its
+		// lease. Refused connections are cheap; the jitter spreads a fleet.
+		limit := c.opts.MaxBackoff
+		if !lost && plan != nil {
+			limit = min(limit, fastRetry)
+		}
+		backoff = min(backoff*2, limit)
 	}
 }
 
@@ -267,6 +276,10 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 	return err
 }
 
+// fastRetry caps the backoff between reconnects while the node still holds
+// its plan.
+const fastRetry = 250 * time.Millisecond
+
 // beats remembers when each heartbeat of a session was sent, until the IPAM
 // acknowledges it or a later one.
 type beats struct {
@@ -293,14 +306,15 @@ func (b *beats) send() uint64 {
 	return b.next
 }
 
-// acked returns when heartbeat seq was sent, and forgets it and the ones
-// before it.
+// acked returns when heartbeat seq was sent, and forgets the ones before
+// it. It keeps seq itself: a replica that stops acknowledges the newest
+// heartbeat it received once more, with a longer right (its farewell).
 func (b *beats) acked(seq uint64) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, ok := b.sent[seq]
 	for s := range b.sent {
-		if s <= seq {
+		if s < seq {
 			delete(b.sent, s)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -156,19 +157,35 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 
 	g, gctx := errgroup.WithContext(ctx)
 	beats := make(chan struct{}, 1)
+	hb := durationpb.New(a.s.heartbeat)
+	var sendMu sync.Mutex
+	send := func(resp *ipamv1.SubscribeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(resp)
+	}
 	g.Go(func() error {
 		if err := lease.KeepAlive(gctx); err != nil {
 			return fmt.Errorf("node lease: %w", err)
 		}
 		return nil
 	})
+	var lastSeq atomic.Uint64 // the newest numbered heartbeat received
 	g.Go(func() error {
 		select {
 		case <-gctx.Done():
 			return nil
 		case <-a.s.stopping:
-			return errStopping
 		}
+		// The lease is left to expire: nobody moves the node's addresses
+		// before it does, so the node may answer until then, through a
+		// restart of this replica that is over before it.
+		if seq := lastSeq.Load(); seq > 0 {
+			d := granted.farewell(time.Now())
+			a.s.logger.InfoContext(ctx, "replica stopping: granting the node its L2 right until its lease may expire", "node", node.Name, "right", d)
+			_ = send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb, HeartbeatAck: &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(d)}})
+		}
+		return errStopping
 	})
 	g.Go(func() error { // heartbeat watchdog
 		limit := 3 * a.s.heartbeat
@@ -186,7 +203,7 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		}
 	})
 	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
-	g.Go(func() error { // what the announcer sends
+	g.Go(func() error {          // what the announcer sends
 		for {
 			msg, err := stream.Recv()
 			if err != nil {
@@ -199,6 +216,7 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			switch b := msg.GetBody().(type) {
 			case *ipamv1.SubscribeRequest_Heartbeat:
 				if seq := b.Heartbeat.GetSequence(); seq > 0 {
+					lastSeq.Store(seq)
 					select { // replace an older one not yet sent
 					case <-acks:
 					default:
@@ -227,13 +245,6 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	hb := durationpb.New(a.s.heartbeat)
-	var sendMu sync.Mutex
-	send := func(resp *ipamv1.SubscribeResponse) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(resp)
-	}
 	g.Go(func() error { // what the announcer is sent
 		for {
 			snap, delta, ok := sess.Next(gctx)

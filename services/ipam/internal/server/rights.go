@@ -58,6 +58,22 @@ func (r *rights) grant(now time.Time) time.Duration {
 	return d
 }
 
+// farewell returns the length of a last right, granted by a replica that
+// is stopping and leaves the node's lease to expire: as long as the lease is
+// known to live, less the margin.
+func (r *rights) farewell(now time.Time) time.Duration {
+	d := r.lease.AliveUntil().Sub(now) - rightsMargin
+	if d <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	if end := now.Add(d); end.After(r.end) {
+		r.end = end
+	}
+	r.mu.Unlock()
+	return d
+}
+
 // wait returns once every right granted so far has ended, or ctx is done.
 func (r *rights) wait(ctx context.Context) {
 	r.mu.Lock()

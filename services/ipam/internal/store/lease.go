@@ -54,11 +54,11 @@ func (l *Lease) AliveUntil() time.Time { return *l.aliveUntil.Load() }
 // when the lease is lost (expired or revoked) or may have been: once its
 // AliveUntil has passed without an answered keep-alive.
 //
-// Each keep-alive is a call of its own, sent a third of the TTL after the
+// Each keep-alive is a call of its own, sent a quarter of the TTL after the
 // last one was sent, so that the send time of the one etcd last answered
 // is known (clientv3's KeepAlive hides it).
 func (l *Lease) KeepAlive(ctx context.Context) error {
-	period := max(l.ttl/3, 100*time.Millisecond)
+	period := max(l.ttl/4, 100*time.Millisecond)
 	for {
 		next := time.Now().Add(period)
 		sent := time.Now()
