@@ -74,9 +74,6 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 
 	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
-	if err := ops.Listen(ctx); err != nil {
-		return err
-	}
 	changes := make(chan []links.Interface, 1)
 	changes <- itfs
 	g, gctx := errgroup.WithContext(ctx)
@@ -84,7 +81,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	g.Go(func() error { return responder.Run(gctx) })
 	g.Go(func() error { return speaker.Run(gctx) })
 	g.Go(func() error { return rec.Run(gctx, changes) })
-	g.Go(func() error { return ops.Run(gctx) })
+	g.Go(func() error { return serveOps(gctx, ops) })
 	g.Go(func() error {
 		return links.Watch(gctx, logger, func(l []links.Interface) {
 			select { // keep only the latest
@@ -94,10 +91,24 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 			changes <- l
 		})
 	})
-	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", ops.Addr().String(), "version", version)
+	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", cfg.OpsListen, "version", version)
 	err = g.Wait()
 	logger.Info("announcerd stopped", "clean", err == nil)
 	return err
+}
+
+// serveOps serves the ops endpoint. An address still held (by the previous
+// announcerd that a supervisor has just replaced, say) is retried until it
+// is free rather than ending the process: the node keeps announcing while
+// its metrics and probes wait, and a supervisor sees no crash loop.
+func serveOps(ctx context.Context, ops *probe.Server) error {
+	if err := ops.ListenRetrying(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	return ops.Run(ctx)
 }
 
 func firstIPv4(itfs []links.Interface) netip.Addr {
