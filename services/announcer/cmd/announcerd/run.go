@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,6 +25,7 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/links"
+	"github.com/beaconlb/beacon/services/announcer/internal/localaddr"
 	"github.com/beaconlb/beacon/services/announcer/internal/reconcile"
 )
 
@@ -44,6 +46,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	itfs = without(itfs, cfg.LocalDevice)
 	routerID := cfg.RouterID
 	if !routerID.IsValid() {
 		if routerID = firstIPv4(itfs); !routerID.IsValid() {
@@ -68,7 +71,13 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace})
 	responder := l2.New(logger, l2.Options{})
 	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
-	rec := reconcile.New(responder, speaker, client, logger)
+	var l2set reconcile.Responder = responder
+	var local *localaddr.Device
+	if cfg.LocalDevice != "" {
+		local = localaddr.New(cfg.LocalDevice, logger, localaddr.Options{})
+		l2set = reconcile.Responders{local, responder}
+	}
+	rec := reconcile.New(l2set, speaker, client, logger)
 	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -82,13 +91,16 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	g.Go(func() error { return speaker.Run(gctx) })
 	g.Go(func() error { return rec.Run(gctx, changes) })
 	g.Go(func() error { return serveOps(gctx, ops) })
+	if local != nil {
+		g.Go(func() error { return local.Run(gctx) })
+	}
 	g.Go(func() error {
 		return links.Watch(gctx, logger, func(l []links.Interface) {
 			select { // keep only the latest
 			case <-changes:
 			default:
 			}
-			changes <- l
+			changes <- without(l, cfg.LocalDevice)
 		})
 	})
 	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", cfg.OpsListen, "version", version)
@@ -102,13 +114,25 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 // is free rather than ending the process: the node keeps announcing while
 // its metrics and probes wait, and a supervisor sees no crash loop.
 func serveOps(ctx context.Context, ops *probe.Server) error {
-	if err := ops.ListenRetrying(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	err := ops.ListenRetrying(ctx)
+	switch {
+	case err == nil:
+		return ops.Run(ctx)
+	case ctx.Err() != nil:
+		return nil // stopping before the address came free
+	default:
 		return err
 	}
-	return ops.Run(ctx)
+}
+
+// without leaves out the local-addresses device: its addresses are the
+// service addresses themselves, not the node's, and nothing is announced
+// on it.
+func without(itfs []links.Interface, name string) []links.Interface {
+	if name == "" {
+		return itfs
+	}
+	return slices.DeleteFunc(itfs, func(i links.Interface) bool { return i.Name == name })
 }
 
 func firstIPv4(itfs []links.Interface) netip.Addr {
