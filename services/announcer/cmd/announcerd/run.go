@@ -114,15 +114,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 // is free rather than ending the process: the node keeps announcing while
 // its metrics and probes wait, and a supervisor sees no crash loop.
 func serveOps(ctx context.Context, ops *probe.Server) error {
-	err := ops.ListenRetrying(ctx)
-	switch {
-	case err == nil:
-		return ops.Run(ctx)
-	case ctx.Err() != nil:
-		return nil // stopping before the address came free
-	default:
+	if err := ops.ListenRetrying(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}
+	return ops.Run(ctx) // returns nil at once if ctx ended first
 }
 
 // without leaves out the local-addresses device: its addresses are the
