@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,10 @@ type BIRDConfig struct {
 	RouterID  netip.Addr
 	ASN       uint32
 	Neighbors []BIRDNeighbor
-	Extra     string
+	// BFD holds the timers of the BFD protocol, configured when a neighbor
+	// has BFD (nil: 100 ms × 3).
+	BFD   *FRRBFD
+	Extra string
 }
 
 // BIRDNeighbor is one BGP neighbor of a BIRD router; its protocol is named
@@ -29,7 +33,9 @@ type BIRDNeighbor struct {
 	Address      netip.Addr
 	LocalAddress netip.Addr
 	ASN          uint32
-	Password     string
+	Password     string // TCP-MD5
+	// BFD ties the session to a BFD session ("bfd on").
+	BFD bool
 }
 
 // BIRD is a running BIRD 2.
@@ -44,6 +50,14 @@ type BIRD struct {
 func (c BIRDConfig) Config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "router id %s;\nlog stderr all;\nprotocol device {}\n", c.RouterID)
+	if slices.ContainsFunc(c.Neighbors, func(n BIRDNeighbor) bool { return n.BFD }) {
+		t := FRRBFD{Receive: 100 * time.Millisecond, Transmit: 100 * time.Millisecond, Multiplier: 3}
+		if c.BFD != nil {
+			t = *c.BFD
+		}
+		fmt.Fprintf(&b, "protocol bfd {\n  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n  };\n}\n",
+			t.Receive.Milliseconds(), t.Transmit.Milliseconds(), t.Multiplier)
+	}
 	for i, n := range c.Neighbors {
 		name := n.Name
 		if name == "" {
@@ -56,6 +70,9 @@ func (c BIRDConfig) Config() string {
 		fmt.Fprintf(&b, "protocol bgp %s {\n  local %s as %d;\n  neighbor %s as %d;\n", name, n.LocalAddress, c.ASN, n.Address, n.ASN)
 		if n.Password != "" {
 			fmt.Fprintf(&b, "  password %q;\n", n.Password)
+		}
+		if n.BFD {
+			b.WriteString("  bfd on;\n")
 		}
 		gw := ""
 		if n.ASN == c.ASN {
