@@ -36,6 +36,8 @@ type BIRDNeighbor struct {
 	Password     string // TCP-MD5
 	// BFD ties the session to a BFD session ("bfd on").
 	BFD bool
+	// ExportNone sends the neighbor nothing (default: every route).
+	ExportNone bool
 }
 
 // BIRD is a running BIRD 2.
@@ -79,7 +81,11 @@ func (c BIRDConfig) Config() string {
 			b.WriteString("  direct;\n")
 			gw = " gateway direct;"
 		}
-		fmt.Fprintf(&b, "  %s { import all; export all;%s };\n}\n", fam, gw)
+		export := "all"
+		if n.ExportNone {
+			export = "none"
+		}
+		fmt.Fprintf(&b, "  %s { import all; export %s;%s };\n}\n", fam, export, gw)
 	}
 	b.WriteString(c.Extra)
 	return b.String()

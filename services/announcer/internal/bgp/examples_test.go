@@ -33,7 +33,7 @@ func TestRouterExamples(t *testing.T) {
 		{Address: node.Addr4(), ASN: 64512, Password: secret, BFD: timers, LocalAddress: rf.Addr4()},
 	}}
 	birdConf := netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64500, BFD: timers, Neighbors: []netlab.BIRDNeighbor{
-		{Name: "beacon_node11", Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64512, Password: secret, BFD: true},
+		{Name: "beacon_node11", Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64512, Password: secret, BFD: true, ExportNone: true},
 	}}
 	gobgpdConf := netlab.GoBGPdConfig{ASN: 64500, RouterID: rg.Addr4(), Neighbors: []netlab.GoBGPdNeighbor{
 		{Address: node.Addr4(), ASN: 64512, Password: secret},
