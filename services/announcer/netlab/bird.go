@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,10 @@ type BIRDConfig struct {
 	RouterID  netip.Addr
 	ASN       uint32
 	Neighbors []BIRDNeighbor
-	Extra     string
+	// BFD holds the timers of the BFD protocol, configured when a neighbor
+	// has BFD (nil: 100 ms × 3).
+	BFD   *FRRBFD
+	Extra string
 }
 
 // BIRDNeighbor is one BGP neighbor of a BIRD router; its protocol is named
@@ -29,7 +33,11 @@ type BIRDNeighbor struct {
 	Address      netip.Addr
 	LocalAddress netip.Addr
 	ASN          uint32
-	Password     string
+	Password     string // TCP-MD5
+	// BFD ties the session to a BFD session ("bfd on").
+	BFD bool
+	// ExportNone sends the neighbor nothing (default: every route).
+	ExportNone bool
 }
 
 // BIRD is a running BIRD 2.
@@ -44,6 +52,14 @@ type BIRD struct {
 func (c BIRDConfig) Config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "router id %s;\nlog stderr all;\nprotocol device {}\n", c.RouterID)
+	if slices.ContainsFunc(c.Neighbors, func(n BIRDNeighbor) bool { return n.BFD }) {
+		t := FRRBFD{Receive: 100 * time.Millisecond, Transmit: 100 * time.Millisecond, Multiplier: 3}
+		if c.BFD != nil {
+			t = *c.BFD
+		}
+		fmt.Fprintf(&b, "protocol bfd {\n  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n  };\n}\n",
+			t.Receive.Milliseconds(), t.Transmit.Milliseconds(), t.Multiplier)
+	}
 	for i, n := range c.Neighbors {
 		name := n.Name
 		if name == "" {
@@ -57,12 +73,19 @@ func (c BIRDConfig) Config() string {
 		if n.Password != "" {
 			fmt.Fprintf(&b, "  password %q;\n", n.Password)
 		}
+		if n.BFD {
+			b.WriteString("  bfd on;\n")
+		}
 		gw := ""
 		if n.ASN == c.ASN {
 			b.WriteString("  direct;\n")
 			gw = " gateway direct;"
 		}
-		fmt.Fprintf(&b, "  %s { import all; export all;%s };\n}\n", fam, gw)
+		export := "all"
+		if n.ExportNone {
+			export = "none"
+		}
+		fmt.Fprintf(&b, "  %s { import all; export %s;%s };\n}\n", fam, export, gw)
 	}
 	b.WriteString(c.Extra)
 	return b.String()

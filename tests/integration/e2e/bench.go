@@ -45,6 +45,14 @@ func (f Figure) Line() string {
 // Bench measures L2 failover (kill, link down, hang), drain and BFD
 // withdrawal with the real binaries and returns p50 and p99 of each. It
 // needs root.
+//
+// Link-down failover is measured in both topologies, since they differ by
+// an order of magnitude: "sepmgmt", the nodes reach the IPAM over a
+// management link of their own (the Cluster default), so the node reports
+// its eth0 down and the IPAM moves the addresses at once; and "samelink",
+// the nodes reach the IPAM over eth0 itself (Options.IPAMOverDataLink), so
+// the addresses move only when the IPAM's heartbeat watchdog ends the
+// silent node's session.
 func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -59,11 +67,21 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	for _, k := range []FailoverKind{Kill, LinkDown, Hang, Drain} {
 		if s, ok := l2[k]; ok {
 			name := "l2_failover_" + k.String()
-			if k == Drain {
+			switch k {
+			case Drain:
 				name = "l2_drain_outage"
+			case LinkDown:
+				name += "_sepmgmt"
 			}
 			add(name, s)
 		}
+	}
+	if err != nil {
+		return figs, err
+	}
+	same, err := benchSameLink(ctx, cfg, logf)
+	if len(same) > 0 {
+		add("l2_failover_linkdown_samelink", same)
 	}
 	if err != nil {
 		return figs, err
@@ -109,6 +127,25 @@ func benchL2(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (o
 		out[k] = Outages(res)
 	}
 	return out, nil
+}
+
+// benchSameLink measures link-down failover with the IPAM reached over the
+// link that goes down.
+func benchSameLink(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (s Samples, err error) {
+	if cfg.L2Trials <= 0 {
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 2, IPAMOverDataLink: true, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	svc, err := c.SetupL2(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.MeasureFailover(ctx, svc, LinkDown, cfg.L2Trials)
+	return Outages(res), err
 }
 
 func benchBFD(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (s Samples, err error) {

@@ -244,7 +244,7 @@ func (c *Cluster) MeasureBFDWithdraw(ctx context.Context, frr *netlab.FRR, mon *
 // waitRouteBack waits until FRR has BFD up with node and prefix in its
 // kernel table.
 func (c *Cluster) waitRouteBack(ctx context.Context, frr *netlab.FRR, node *Node, prefix netip.Prefix) error {
-	// A session that has just come up may flap once more (netns-lab.md):
+	// A session that has just come up may flap once more (docs/lab.md):
 	// measure only from a session up for a second.
 	if err := WaitBFDUp(ctx, frr, NodeAddr4(node.Index), time.Second, 45*time.Second); err != nil {
 		return err

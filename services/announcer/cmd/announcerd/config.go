@@ -26,6 +26,10 @@ type config struct {
 	TLSCert          string
 	TLSKey           string
 	Token            string
+
+	// LocalDevice, when set, is the dummy device on which the node keeps
+	// the L2 addresses it answers for as local addresses (bare metal).
+	LocalDevice string
 }
 
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
@@ -47,6 +51,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:7402", "HTTP address for /metrics, /healthz and /readyz")
 	str(&grace, "grace", "2s", "how long a node cut off from every IPAM keeps its L2 addresses in place before dropping them (it answers only while the IPAM's last grant lasts, 0.4 s)")
 	str(&keep, "keep-routes-on-exit", "false", "on exit, keep BGP routes at graceful-restart peers (planned restarts)")
+	str(&c.LocalDevice, "local-addresses-device", "", "bare metal: keep each L2 address the node answers for as a local address on this dummy device (created if missing) and set arp_ignore=1, arp_announce=2; empty: off (Kubernetes nodes, where kube-proxy makes them local)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
 	str(&c.TLSCA, "tls-ca", "", "CA bundle to verify the IPAM with; set to use TLS")
@@ -104,6 +109,9 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	case "false", "0", "":
 	default:
 		errs = append(errs, fmt.Errorf("--keep-routes-on-exit: %q is not a boolean", keep))
+	}
+	if d := c.LocalDevice; d != "" && (len(d) > 15 || strings.ContainsAny(d, "/ \t\n:") || d == "." || d == "..") {
+		errs = append(errs, fmt.Errorf("--local-addresses-device: %q is not a valid interface name", d))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))

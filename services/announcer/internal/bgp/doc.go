@@ -22,7 +22,7 @@
 // The global import policy accepts local routes only (default reject): an
 // announcer never needs a learned route, and a learned path left in the
 // table is how a withdrawn address can live on (the stale-route trap of the
-// lab notes, netns-lab.md; TestStaleRouteTrap). A default-reject policy
+// lab notes, docs/lab.md; TestStaleRouteTrap). A default-reject policy
 // without the local-route statement would also reject the Speaker's own
 // routes, silently.
 //
