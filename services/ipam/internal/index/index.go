@@ -92,8 +92,9 @@ func New() *Index {
 }
 
 // Apply records events. An event no newer than what the index holds for its
-// object is ignored. progress, if positive, is a revision up to which the
-// caller has delivered every event (a watch's position).
+// object, or no newer than the watch's progress, is ignored. progress, if
+// positive, is a revision up to which the caller has delivered every event
+// (a watch's position); tombstones up to it are then dropped.
 func (x *Index) Apply(events []ipam.Event, progress int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -200,7 +201,13 @@ func (x *Index) rev(r ipam.Ref) int64 {
 }
 
 func (x *Index) apply(ev ipam.Event) {
-	if ev.Rev <= x.rev(ev.Ref) {
+	// An event at or below the watch's progress is old news: the watch
+	// delivered that revision and every later one up to progress, so the
+	// index already holds the object as it was then or since. Applying it
+	// could bring back an object deleted since, once its tombstone is
+	// pruned (a conflict's read, or a commit, applied after the watch
+	// delivered a later delete).
+	if ev.Rev <= x.progress || ev.Rev <= x.rev(ev.Ref) {
 		return
 	}
 	if ev.Value == nil || ev.Deleted {
