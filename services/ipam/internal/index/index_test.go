@@ -81,9 +81,11 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 	if diff := cmp.Diff(addrs("192.0.2.1"), p3.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("third: %s", diff)
 	}
-	// The plan's conditions: allocation and claim absent, pool at its revision.
+	// The plan's conditions: allocation, owner's hold and claim absent,
+	// pool at its revision.
 	want := []ipam.Cond{
 		{Ref: RefOf(ipam.KindAllocation, "c1", ipam.AllocationID("three"))},
+		{Ref: RefOf(ipam.KindHold, "c1", ipam.AllocationID("three"))},
 		{Ref: ipam.Ref{Kind: ipam.KindPool, ID: "web"}, Rev: 1},
 		{Ref: ClaimRef(netip.MustParseAddr("192.0.2.1"))},
 	}

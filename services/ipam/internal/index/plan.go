@@ -130,6 +130,11 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	b.plan.Alloc = &a
 	allocRef := RefOf(ipam.KindAllocation, a.Tenant, a.ID)
 	b.cond(allocRef) // must not exist: the index has no revision for it
+	// The owner's hold, as the index knows it (absent: must not exist), so
+	// that an index that has not seen a release with a hold yet learns of
+	// it from the conflict instead of handing out a new address while the
+	// held one leaks until the hold ends.
+	b.cond(RefOf(ipam.KindHold, req.Tenant, req.ID))
 
 	hold, hasHold := x.holds[id]
 	var err error
@@ -292,10 +297,12 @@ func (b *builder) endHold(h *ipam.Hold, keep []netip.Addr) {
 		}
 		c, ok := b.x.claims[addr]
 		switch {
-		case !ok:
-			b.cond(ClaimRef(addr)) // a stale index must not leave it behind
-		case c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0:
+		case ok && c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0:
 			b.del(ClaimRef(addr))
+		default:
+			// Not held for h as the index sees it: commit only if that is
+			// still so, so that a stale index cannot leave it behind.
+			b.cond(ClaimRef(addr))
 		}
 	}
 }
