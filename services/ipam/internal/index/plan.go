@@ -67,8 +67,9 @@ func RefOf(kind ipam.Kind, tenant, id string) ipam.Ref {
 	return ipam.Ref{Kind: kind, ID: tenant + "/" + id}
 }
 
-// ClaimRef returns the ref of the claim of an address.
-func ClaimRef(a netip.Addr) ipam.Ref { return ipam.Ref{Kind: ipam.KindClaim, ID: a.String()} }
+// ClaimRef returns the ref of the claim of an address (of an IPv4-mapped
+// IPv6 address, its IPv4 form's).
+func ClaimRef(a netip.Addr) ipam.Ref { return ipam.Ref{Kind: ipam.KindClaim, ID: a.Unmap().String()} }
 
 // builder accumulates a plan under the index lock.
 type builder struct {
