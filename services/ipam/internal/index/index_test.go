@@ -18,7 +18,7 @@ var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func pool(t *testing.T, name string, ranges ...string) *ipam.Pool {
+func pool(t testing.TB, name string, ranges ...string) *ipam.Pool {
 	t.Helper()
 	p := &ipam.Pool{Name: name, AutoAssign: true}
 	for _, s := range ranges {

@@ -496,20 +496,18 @@ func (b *builder) shareable(p *poolEntry, a *ipam.Allocation, f ipam.Family) (ne
 
 // reclaimHeld plans taking addresses kept for released owners when a pool
 // has nothing else: the lowest held address per family, ending its hold.
+//
+// Cost: O(log n) in the pool's held addresses (see Index.heldIn), under
+// the index's lock: no scan of the pool's claims.
 func (b *builder) reclaimHeld(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) bool {
+	h := b.x.heldIn[p.pool.Name]
+	if h == nil {
+		return false
+	}
 	var picks []netip.Addr
 	for _, f := range fams {
-		var best netip.Addr
-		for addr := range b.x.poolClaims[p.pool.Name] {
-			c := b.x.claims[addr]
-			if c == nil || c.c.HeldFor == "" || ipam.FamilyOf(addr) != f || slices.Contains(picks, addr) {
-				continue
-			}
-			if !best.IsValid() || addr.Less(best) {
-				best = addr
-			}
-		}
-		if !best.IsValid() {
+		best, ok := h.lowest(f)
+		if !ok {
 			return false
 		}
 		picks = append(picks, best)

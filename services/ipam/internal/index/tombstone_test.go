@@ -1,10 +1,12 @@
 package index
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -47,5 +49,28 @@ func TestDeletedClaimStaysDeletedAfterPruneAndReplay(t *testing.T) {
 				t.Errorf("planned %v, want the deleted claim's %s", p.Alloc.Addrs, addr)
 			}
 		})
+	}
+}
+
+// A held address taken back by its owner is no longer reclaimable: the
+// pool's set of held addresses follows its claims.
+func TestHeldSetFollowsClaims(t *testing.T) {
+	x := New()
+	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
+	a := plan(t, x, "a")
+	commit(t, x, a, 2)
+	commit(t, x, plan(t, x, "b"), 3)
+	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, x, rel, 4)
+	back := plan(t, x, "a")
+	if !slices.Equal(back.Alloc.Addrs, a.Alloc.Addrs) {
+		t.Fatalf("owner got %v back, want %v", back.Alloc.Addrs, a.Alloc.Addrs)
+	}
+	commit(t, x, back, 5)
+	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrPoolExhausted) {
+		t.Fatalf("plan in a full pool with nothing held = %v, want ErrPoolExhausted", err)
 	}
 }
