@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -130,6 +131,20 @@ func TestBGPDualStackAllPeers(t *testing.T) {
 		}
 	}
 
+	// Every node introduces itself to FRR under its node name (the
+	// hostname capability), not under the machine's host name.
+	for i, n := range c.Nodes {
+		for _, a := range []netip.Addr{e2e.NodeAddr4(i), e2e.NodeAddr6(i)} {
+			got, err := frrHostname(ctx, frr, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != n.Name {
+				t.Errorf("FRR shows neighbor %s as host %q, want the node name %q", a, got, n.Name)
+			}
+		}
+	}
+
 	// No warning about the BGP plan, nothing refused, on any plan change.
 	for _, n := range c.Nodes {
 		b, err := os.ReadFile(n.Proc().LogPath)
@@ -142,4 +157,24 @@ func TestBGPDualStackAllPeers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// frrHostname is the host name FRR shows for a neighbor ("Hostname:" in
+// show bgp neighbors), from the neighbor's hostname capability.
+func frrHostname(ctx context.Context, frr *netlab.FRR, addr netip.Addr) (string, error) {
+	out, err := frr.Vtysh(ctx, "show bgp neighbors "+addr.String()+" json")
+	if err != nil {
+		return "", err
+	}
+	var m map[string]struct {
+		Hostname string `json:"hostname"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		return "", fmt.Errorf("frr neighbor json: %w", err)
+	}
+	n, ok := m[addr.String()]
+	if !ok {
+		return "", fmt.Errorf("frr has no neighbor %s", addr)
+	}
+	return n.Hostname, nil
 }

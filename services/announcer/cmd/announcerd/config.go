@@ -26,6 +26,9 @@ type config struct {
 	TLSCert          string
 	TLSKey           string
 	Token            string
+	// BGPHostname is the host name GoBGP sends peers: the node name by
+	// default, empty for the OS host name.
+	BGPHostname string
 }
 
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
@@ -37,7 +40,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 		}
 		return def
 	}
-	var ipam, labels, routerID, grace, keep string
+	var ipam, labels, routerID, grace, keep, bgpHostname string
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses, tried in turn")
 	str(&c.Tenant, "tenant", "", "the node's tenant (required)")
@@ -53,6 +56,8 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&c.TLSCert, "tls-cert", "", "client certificate (PEM)")
 	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
 	str(&c.Token, "token", "", "bearer token for the gateway")
+	str(&bgpHostname, "bgp-hostname", "node", "host name sent to BGP peers (hostname capability): 'node' for the node name, 'os' for the OS host name, or a name; "+
+		"other than the OS host name, announcerd runs itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -104,6 +109,16 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	case "false", "0", "":
 	default:
 		errs = append(errs, fmt.Errorf("--keep-routes-on-exit: %q is not a boolean", keep))
+	}
+	switch bgpHostname {
+	case "node":
+		c.BGPHostname = c.Node
+	case "os", "":
+	default:
+		c.BGPHostname = bgpHostname
+	}
+	if len(c.BGPHostname) > 64 {
+		errs = append(errs, fmt.Errorf("--bgp-hostname: %q is longer than 64 bytes", c.BGPHostname))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/announcer/internal/hostname"
 )
 
 func main() {
@@ -24,6 +25,11 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "announcerd:", err)
 		os.Exit(2)
+	}
+	// GoBGP sends peers os.Hostname(): make it the name peers should see
+	// (this may run announcerd again, in its own UTS namespace).
+	if code, done := hostname.Adopt(cfg.BGPHostname, logger); done {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
