@@ -57,7 +57,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
 	str(&c.Token, "token", "", "bearer token for the gateway")
 	str(&bgpHostname, "bgp-hostname", "node", "host name sent to BGP peers (hostname capability): 'node' for the node name, 'os' for the OS host name, or a name; "+
-		"other than the OS host name, announcerd runs itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
+		"other than the OS host name, announcerd re-executes itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

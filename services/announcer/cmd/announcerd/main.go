@@ -27,10 +27,8 @@ func main() {
 		os.Exit(2)
 	}
 	// GoBGP sends peers os.Hostname(): make it the name peers should see
-	// (this may run announcerd again, in its own UTS namespace).
-	if code, done := hostname.Adopt(cfg.BGPHostname, logger); done {
-		os.Exit(code)
-	}
+	// (this may re-execute announcerd in its own UTS namespace).
+	hostname.Adopt(cfg.BGPHostname, logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, logger); err != nil {
