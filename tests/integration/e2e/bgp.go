@@ -21,7 +21,9 @@ var (
 	FRRAddr4    = netip.MustParseAddr("192.0.2.1")
 	FRRAddr6    = netip.MustParseAddr("2001:db8:1::1")
 	BIRDAddr4   = netip.MustParseAddr("192.0.2.3")
+	BIRDAddr6   = netip.MustParseAddr("2001:db8:1::3")
 	GoBGPdAddr4 = netip.MustParseAddr("192.0.2.4")
+	GoBGPdAddr6 = netip.MustParseAddr("2001:db8:1::4")
 )
 
 // NodeASN is the nodes' AS; FRR shares it (iBGP, which carries LOCAL_PREF),
@@ -111,29 +113,33 @@ func (c *Cluster) StartFRR(ctx context.Context, asn uint32, withZebra bool, bfd 
 }
 
 // StartBIRD adds a BIRD router (host "bird") with every node as an eBGP
-// neighbor over IPv4.
+// neighbor over IPv4 (protocol nodeI) and over IPv6 (nodeI_6).
 func (c *Cluster) StartBIRD(ctx context.Context) (*netlab.BIRD, error) {
-	h, err := c.Lab.AddHost(ctx, "bird", netip.PrefixFrom(BIRDAddr4, 24))
+	h, err := c.Lab.AddHost(ctx, "bird", netip.PrefixFrom(BIRDAddr4, 24), netip.PrefixFrom(BIRDAddr6, 64))
 	if err != nil {
 		return nil, err
 	}
 	cfg := netlab.BIRDConfig{RouterID: BIRDAddr4, ASN: BIRDASN}
 	for i := range c.Nodes {
-		cfg.Neighbors = append(cfg.Neighbors, netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d", i), Address: NodeAddr4(i), LocalAddress: BIRDAddr4, ASN: NodeASN})
+		cfg.Neighbors = append(cfg.Neighbors,
+			netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d", i), Address: NodeAddr4(i), LocalAddress: BIRDAddr4, ASN: NodeASN},
+			netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d_6", i), Address: NodeAddr6(i), LocalAddress: BIRDAddr6, ASN: NodeASN})
 	}
 	return h.StartBIRD(ctx, cfg)
 }
 
 // StartGoBGPd adds a gobgpd router (host "gobgpd") with every node as an
-// eBGP neighbor over IPv4.
+// eBGP neighbor over IPv4 and over IPv6.
 func (c *Cluster) StartGoBGPd(ctx context.Context) (*netlab.GoBGPd, error) {
-	h, err := c.Lab.AddHost(ctx, "gobgpd", netip.PrefixFrom(GoBGPdAddr4, 24))
+	h, err := c.Lab.AddHost(ctx, "gobgpd", netip.PrefixFrom(GoBGPdAddr4, 24), netip.PrefixFrom(GoBGPdAddr6, 64))
 	if err != nil {
 		return nil, err
 	}
 	cfg := netlab.GoBGPdConfig{ASN: GoBGPdASN, RouterID: GoBGPdAddr4}
 	for i := range c.Nodes {
-		cfg.Neighbors = append(cfg.Neighbors, netlab.GoBGPdNeighbor{Address: NodeAddr4(i), ASN: NodeASN})
+		cfg.Neighbors = append(cfg.Neighbors,
+			netlab.GoBGPdNeighbor{Address: NodeAddr4(i), ASN: NodeASN},
+			netlab.GoBGPdNeighbor{Address: NodeAddr6(i), ASN: NodeASN})
 	}
 	return h.StartGoBGPd(ctx, cfg)
 }

@@ -30,6 +30,9 @@ type config struct {
 	// LocalDevice, when set, is the dummy device on which the node keeps
 	// the L2 addresses it answers for as local addresses (bare metal).
 	LocalDevice string
+	// BGPHostname is the host name GoBGP sends peers: the node name by
+	// default, empty for the OS host name.
+	BGPHostname string
 }
 
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
@@ -41,7 +44,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 		}
 		return def
 	}
-	var ipam, labels, routerID, grace, keep string
+	var ipam, labels, routerID, grace, keep, bgpHostname string
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses, tried in turn")
 	str(&c.Tenant, "tenant", "", "the node's tenant (required)")
@@ -58,6 +61,8 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&c.TLSCert, "tls-cert", "", "client certificate (PEM)")
 	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
 	str(&c.Token, "token", "", "bearer token for the gateway")
+	str(&bgpHostname, "bgp-hostname", "node", "host name sent to BGP peers (hostname capability): 'node' for the node name, 'os' for the OS host name, or a name; "+
+		"other than the OS host name, announcerd re-executes itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -112,6 +117,16 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	}
 	if d := c.LocalDevice; d != "" && (len(d) > 15 || strings.ContainsAny(d, "/ \t\n:") || d == "." || d == "..") {
 		errs = append(errs, fmt.Errorf("--local-addresses-device: %q is not a valid interface name", d))
+	}
+	switch bgpHostname {
+	case "node":
+		c.BGPHostname = c.Node
+	case "os", "":
+	default:
+		c.BGPHostname = bgpHostname
+	}
+	if len(c.BGPHostname) > 64 {
+		errs = append(errs, fmt.Errorf("--bgp-hostname: %q is longer than 64 bytes", c.BGPHostname))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))

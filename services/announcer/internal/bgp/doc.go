@@ -32,6 +32,12 @@
 // addresses, a route for an unknown peer or of the other family, a per-peer
 // router ID, hold times below three seconds) and applies the rest.
 //
+// Sessions reports each desired peer's session and, while it is
+// established, the prefixes GoBGP's adj-RIB-out holds for it: what the
+// export policy gives that peer in the session's family, which is what the
+// peer is sent. Apply refreshes them before it returns, Run when a session
+// comes up and whenever GoBGP's advertised count stops matching them.
+//
 // Run owns GoBGP's lifetime: it starts the server (and GoBGP's own
 // goroutines) and, when its context ends, withdraws everything and stops
 // with a Cease NOTIFICATION, so routers drop the routes at once. With

@@ -74,7 +74,7 @@ func New(name string, logger *slog.Logger, opts Options) *Device {
 // interface name to the addresses the responder answers for there, as the
 // reconciler gives the responder). Once Run has prepared the device, Set
 // applies the change before it returns; before that, Run applies the last
-// one. An error means the device does not match yet; Run retries.
+// one. It does not fail: a change that fails is logged and retried by Run.
 func (d *Device) Set(desired map[string][]netip.Addr) error {
 	var want []netip.Addr
 	for _, addrs := range desired {
@@ -88,7 +88,14 @@ func (d *Device) Set(desired map[string][]netip.Addr) error {
 	if d.link == nil {
 		return nil
 	}
-	return d.applyLocked()
+	// A failure is logged and retried by Run every second, not returned:
+	// the reconciler takes an error from Set to mean that the responder
+	// does not answer from the new plan, which would hold up the node's
+	// right to answer for every address.
+	if err := d.applyLocked(); err != nil {
+		d.logger.Warn("updating local addresses failed, retrying", "device", d.name, "error", err)
+	}
+	return nil
 }
 
 // Run prepares the device (sysctls; the device created if missing, up, and
