@@ -20,7 +20,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +61,8 @@ type Options struct {
 
 // Update is the plan to announce now; Lost is set when the node has been
 // cut off longer than the grace period (announce no L2 then). Gen numbers
-// the plans received, from 1; a reader reports the Gen it installed to the
-// node's Rights.
+// the plans' L2 address sets as they change, from 1; a reader reports the
+// Gen it installed to the node's Rights.
 type Update struct {
 	Plan *Plan
 	Gen  uint64
@@ -147,9 +150,16 @@ func (c *Client) Run(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		conn := c.conns[attempt%len(c.conns)]
 		err := c.session(ctx, conn, plan, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan) uint64 {
+			// Only a change of L2 addresses makes a new generation: a right
+			// granted for a plan that differs from the installed one in its
+			// routes alone counts at once, so a slow BGP apply never holds
+			// up L2 answers.
+			gen := c.gen.Load()
+			if plan == nil || gen == 0 || !sameL2(plan.L2, p.L2) {
+				gen = c.gen.Add(1)
+			}
 			plan, cutOff, lost = p, time.Time{}, false
 			backoff = 50 * time.Millisecond
-			gen := c.gen.Add(1)
 			c.publish(Update{Plan: p, Gen: gen})
 			return gen
 		})
@@ -377,6 +387,12 @@ type noRights struct{}
 
 func (noRights) Grant(uint64, time.Time) {}
 func (noRights) Close()                  {}
+
+// sameL2 reports whether two plans answer for the same L2 addresses on the
+// same interfaces.
+func sameL2(a, b map[netip.Addr][]string) bool {
+	return maps.EqualFunc(a, b, slices.Equal)
+}
 
 func sameSlice[T any](a, b []*T) bool {
 	if len(a) != len(b) {
