@@ -65,9 +65,10 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		cctx, cancel := context.WithDeadline(ctx, l.AliveUntil())
 		resp, err := l.s.client.KeepAliveOnce(cctx, l.id)
 		cancel()
+		if ctx.Err() != nil {
+			return nil //nolint:nilerr // the caller is done with the lease: err is its cancellation
+		}
 		switch {
-		case ctx.Err() != nil:
-			return nil
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return fmt.Errorf("store: lease lost: %w", err)
 		case err == nil && resp.TTL > 0:
