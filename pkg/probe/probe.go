@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -32,6 +33,11 @@ const (
 	// ShutdownTimeout is how long Run waits for in-flight requests once its
 	// context is done.
 	ShutdownTimeout = 5 * time.Second
+	// RetryMin and RetryMax bound ListenRetrying's wait between attempts:
+	// the first wait is RetryMin, each next one twice the last, up to
+	// RetryMax.
+	RetryMin = 100 * time.Millisecond
+	RetryMax = 5 * time.Second
 )
 
 // Check reports whether one component is ready to take traffic: nil means
@@ -108,6 +114,36 @@ func (s *Server) Listen(ctx context.Context) error {
 	}
 	s.ln = ln
 	return nil
+}
+
+// ListenRetrying is Listen for an address that may still be held by
+// another process, typically the previous instance of the same binary that
+// a supervisor has just restarted and that is still shutting down: while
+// the address is in use (EADDRINUSE) it logs a warning and tries again,
+// after RetryMin, then twice as long each time up to RetryMax, until the
+// address is free or ctx is done. Any other error is returned at once.
+// When ctx ends first it returns an error wrapping ctx.Err(), and Run need
+// not be called; once it returns nil, Run must be called, as after Listen.
+func (s *Server) ListenRetrying(ctx context.Context) error {
+	wait := RetryMin
+	for attempt := 1; ; attempt++ {
+		err := s.Listen(ctx)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("probe: %s still in use when giving up: %w", s.addr, ctx.Err())
+		}
+		s.logger.WarnContext(ctx, "probe address in use, retrying", "addr", s.addr, "attempt", attempt, "retry_in", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("probe: %s still in use when giving up: %w", s.addr, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, RetryMax)
+	}
 }
 
 // Addr returns the bound address once Listen (or Run) has bound it, and nil

@@ -15,8 +15,8 @@ import (
 
 // Restarting ipamd (SIGTERM, then a new one on the same data directory)
 // withdraws nothing: FRR keeps both nodes' paths without receiving a single
-// UPDATE or losing a session, and the L2 owner keeps answering ARP, alone,
-// without a gap.
+// UPDATE or losing a session, and the L2 owner stays the owner, the only
+// node answering ARP, without a gap while its lease lives.
 func TestIPAMRestartKeepsAnnouncements(t *testing.T) {
 	requireLab(t, netlab.FRRBgpd, "vtysh", "ping")
 	c := newCluster(t, e2e.Options{Nodes: 2})
@@ -73,7 +73,8 @@ func TestIPAMRestartKeepsAnnouncements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("both announcers subscribed again %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	resubscribed := time.Now()
+	t.Logf("both announcers subscribed again %v after SIGTERM", resubscribed.Sub(start).Round(time.Millisecond))
 	// The owner and the routes stay as they were after the reconnect, too.
 	owner, err := c.WaitL2Owner(ctx, 10*time.Second, svc.Addrs...)
 	if err != nil {
@@ -102,10 +103,19 @@ func TestIPAMRestartKeepsAnnouncements(t *testing.T) {
 	if macs := prober.MACsBetween(start, end); !cmp.Equal(macs, []string{svc.Owner.MAC.String()}) {
 		t.Errorf("MACs answering ARP for %s during the restart: %v, want only %s's %s", svc.V4(), macs, svc.Owner.Name, svc.Owner.MAC)
 	}
+	// The owner answers only while a replica vouches for it (see "L2
+	// ownership" in docs/announcement.md): the stopping replica's farewell
+	// right lasts as long as the node's lease is known to live, 1.4-1.9 s.
+	// A restart that takes longer leaves a gap until the announcer is
+	// subscribed again (with several replicas it reconnects to another at
+	// once); it must answer again right after that.
 	gap := prober.LongestGap(svc.Owner.MAC, start, end)
 	t.Logf("longest gap in %s's ARP replies over %v: %v", svc.Owner.Name, end.Sub(start).Round(time.Millisecond), gap.Round(time.Millisecond))
-	if gap > 200*time.Millisecond {
-		t.Errorf("the L2 owner stopped answering for %v during the IPAM restart", gap.Round(time.Millisecond))
+	if gap > 200*time.Millisecond && resubscribed.Sub(start) < 1300*time.Millisecond {
+		t.Errorf("the L2 owner stopped answering for %v during an IPAM restart shorter than its lease", gap.Round(time.Millisecond))
+	}
+	if back := prober.LongestGap(svc.Owner.MAC, resubscribed, end); back > 300*time.Millisecond {
+		t.Errorf("the L2 owner's answers had a gap of %v after it had subscribed again", back.Round(time.Millisecond))
 	}
 }
 

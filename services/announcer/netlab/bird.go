@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,9 @@ type BIRDConfig struct {
 	RouterID  netip.Addr
 	ASN       uint32
 	Neighbors []BIRDNeighbor
+	// BFD holds the timers of the BFD protocol, configured when a neighbor
+	// has BFD (nil: 100 ms × 3).
+	BFD *FRRBFD
 	// Debug, when set, is BIRD's "debug protocols" option for every
 	// protocol ("all", "{ states, events }"): the traces land in BIRD's log.
 	Debug string
@@ -32,7 +36,11 @@ type BIRDNeighbor struct {
 	Address      netip.Addr
 	LocalAddress netip.Addr
 	ASN          uint32
-	Password     string
+	Password     string // TCP-MD5
+	// BFD ties the session to a BFD session ("bfd on").
+	BFD bool
+	// ExportNone sends the neighbor nothing (default: every route).
+	ExportNone bool
 	// HoldTime, ConnectRetry and ErrorWait (BIRD's "error wait time",
 	// minimum and maximum) override BIRD's defaults (240 s, 120 s and
 	// 60-300 s) when set. With the default error wait, BIRD keeps a
@@ -41,17 +49,6 @@ type BIRDNeighbor struct {
 	HoldTime     time.Duration
 	ConnectRetry time.Duration
 	ErrorWait    [2]time.Duration
-	// BFD, when set, ties the session to a BFD session with these timers.
-	BFD *BIRDBFD
-}
-
-// BIRDBFD holds BFD timers for BIRD's bfd protocol. Idle is BIRD's "idle
-// tx interval", the rate of packets while the session is down (BIRD's
-// default 1 s); zero keeps the default.
-type BIRDBFD struct {
-	Interval   time.Duration
-	Idle       time.Duration
-	Multiplier int
 }
 
 // BIRD is a running BIRD 2.
@@ -69,7 +66,14 @@ func (c BIRDConfig) Config() string {
 	if c.Debug != "" {
 		fmt.Fprintf(&b, "debug protocols %s;\n", c.Debug)
 	}
-	var bfd strings.Builder
+	if slices.ContainsFunc(c.Neighbors, func(n BIRDNeighbor) bool { return n.BFD }) {
+		t := FRRBFD{Receive: 100 * time.Millisecond, Transmit: 100 * time.Millisecond, Multiplier: 3}
+		if c.BFD != nil {
+			t = *c.BFD
+		}
+		fmt.Fprintf(&b, "protocol bfd {\n  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n  };\n}\n",
+			t.Receive.Milliseconds(), t.Transmit.Milliseconds(), t.Multiplier)
+	}
 	for i, n := range c.Neighbors {
 		name := n.Name
 		if name == "" {
@@ -92,30 +96,19 @@ func (c BIRDConfig) Config() string {
 		if n.ErrorWait[1] > 0 {
 			fmt.Fprintf(&b, "  error wait time %d,%d;\n", int(n.ErrorWait[0].Seconds()), int(n.ErrorWait[1].Seconds()))
 		}
-		if n.BFD != nil {
+		if n.BFD {
 			b.WriteString("  bfd on;\n")
-			// Timers per interface, not a "neighbor" in the bfd
-			// protocol: that would make a session of its own that
-			// outlives BGP's, where BGP's request (what BIRD users run)
-			// comes and goes with the BGP session. One BFD neighbor per
-			// BIRD in these labs, so the last one's timers win.
-			bfd.Reset()
-			fmt.Fprintf(&bfd, "  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n",
-				n.BFD.Interval.Milliseconds(), n.BFD.Interval.Milliseconds(), n.BFD.Multiplier)
-			if n.BFD.Idle > 0 {
-				fmt.Fprintf(&bfd, "    idle tx interval %d ms;\n", n.BFD.Idle.Milliseconds())
-			}
-			bfd.WriteString("  };\n")
 		}
 		gw := ""
 		if n.ASN == c.ASN {
 			b.WriteString("  direct;\n")
 			gw = " gateway direct;"
 		}
-		fmt.Fprintf(&b, "  %s { import all; export all;%s };\n}\n", fam, gw)
-	}
-	if bfd.Len() > 0 {
-		fmt.Fprintf(&b, "protocol bfd {\n%s}\n", bfd.String())
+		export := "all"
+		if n.ExportNone {
+			export = "none"
+		}
+		fmt.Fprintf(&b, "  %s { import all; export %s;%s };\n}\n", fam, export, gw)
 	}
 	b.WriteString(c.Extra)
 	return b.String()

@@ -19,22 +19,40 @@ type BenchConfig struct {
 	// BFDTrials is the number of BFD withdrawal trials (each waits for the
 	// session to come back, 2-8 s).
 	BFDTrials int
+	// StaleRounds is the number of rounds of StaleSilences (each about
+	// 25 s): an owner frozen or cut off, and back after its addresses moved.
+	StaleRounds int
 	// Log receives progress (nil: discarded).
 	Log io.Writer
 }
 
-// Figure is one measured value.
+// Figure is one measured value: a time, or a count when Unit is "count".
 type Figure struct {
 	Name  string
 	Value time.Duration
+	Count int
+	Unit  string // "" for ms
 }
 
-// Line is the figure as "BENCH <name> <value> ms".
-func (f Figure) Line() string { return "BENCH " + f.Name + " " + Millis(f.Value) + " ms" }
+// Line is the figure as "BENCH <name> <value> ms" (or "... <n> count").
+func (f Figure) Line() string {
+	if f.Unit == "count" {
+		return fmt.Sprintf("BENCH %s %d count", f.Name, f.Count)
+	}
+	return "BENCH " + f.Name + " " + Millis(f.Value) + " ms"
+}
 
 // Bench measures L2 failover (kill, link down, hang), drain and BFD
 // withdrawal with the real binaries and returns p50 and p99 of each. It
 // needs root.
+//
+// Link-down failover is measured in both topologies, since they differ by
+// an order of magnitude: "sepmgmt", the nodes reach the IPAM over a
+// management link of their own (the Cluster default), so the node reports
+// its eth0 down and the IPAM moves the addresses at once; and "samelink",
+// the nodes reach the IPAM over eth0 itself (Options.IPAMOverDataLink), so
+// the addresses move only when the IPAM's heartbeat watchdog ends the
+// silent node's session.
 func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -43,18 +61,33 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	var figs []Figure
 	add := func(name string, s Samples) {
 		logf("%s: %v", name, s)
-		figs = append(figs, Figure{name + "_p50", s.Percentile(50)}, Figure{name + "_p99", s.Percentile(99)})
+		figs = append(figs, Figure{Name: name + "_p50", Value: s.Percentile(50)}, Figure{Name: name + "_p99", Value: s.Percentile(99)})
 	}
 	l2, err := benchL2(ctx, cfg, logf)
 	for _, k := range []FailoverKind{Kill, LinkDown, Hang, Drain} {
 		if s, ok := l2[k]; ok {
 			name := "l2_failover_" + k.String()
-			if k == Drain {
+			switch k {
+			case Drain:
 				name = "l2_drain_outage"
+			case LinkDown:
+				name += "_sepmgmt"
 			}
 			add(name, s)
 		}
 	}
+	if err != nil {
+		return figs, err
+	}
+	same, err := benchSameLink(ctx, cfg, logf)
+	if len(same) > 0 {
+		add("l2_failover_linkdown_samelink", same)
+	}
+	if err != nil {
+		return figs, err
+	}
+	stale, err := benchStale(ctx, cfg, logf)
+	figs = append(figs, stale...)
 	if err != nil {
 		return figs, err
 	}
@@ -94,6 +127,25 @@ func benchL2(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (o
 		out[k] = Outages(res)
 	}
 	return out, nil
+}
+
+// benchSameLink measures link-down failover with the IPAM reached over the
+// link that goes down.
+func benchSameLink(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (s Samples, err error) {
+	if cfg.L2Trials <= 0 {
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 2, IPAMOverDataLink: true, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	svc, err := c.SetupL2(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.MeasureFailover(ctx, svc, LinkDown, cfg.L2Trials)
+	return Outages(res), err
 }
 
 func benchBFD(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (s Samples, err error) {

@@ -21,7 +21,9 @@ var (
 	FRRAddr4    = netip.MustParseAddr("192.0.2.1")
 	FRRAddr6    = netip.MustParseAddr("2001:db8:1::1")
 	BIRDAddr4   = netip.MustParseAddr("192.0.2.3")
+	BIRDAddr6   = netip.MustParseAddr("2001:db8:1::3")
 	GoBGPdAddr4 = netip.MustParseAddr("192.0.2.4")
+	GoBGPdAddr6 = netip.MustParseAddr("2001:db8:1::4")
 )
 
 // NodeASN is the nodes' AS; FRR shares it (iBGP, which carries LOCAL_PREF),
@@ -111,46 +113,49 @@ func (c *Cluster) StartFRR(ctx context.Context, asn uint32, withZebra bool, bfd 
 }
 
 // StartBIRD adds a BIRD router (host "bird") with every node as an eBGP
-// neighbor over IPv4.
+// neighbor over IPv4 (protocol nodeI) and over IPv6 (nodeI_6).
 func (c *Cluster) StartBIRD(ctx context.Context) (*netlab.BIRD, error) {
 	return c.startBIRD(ctx, nil)
 }
 
-// StartBIRDBFD is StartBIRD with BFD at interval × mult on every session
-// (a BFD session BIRD's BGP protocol requests, as BIRD users run it), hold
-// time 9 s and error wait 1-2 s (BIRD's default would keep a session down
-// for a minute after a BFD down).
+// StartBIRDBFD is StartBIRD with BFD at interval × mult on every IPv4
+// session (a BFD session BIRD's BGP protocol requests, as BIRD users run
+// it), hold time 9 s and error wait 1-2 s (BIRD's default would keep a
+// session down for a minute after a BFD down).
 func (c *Cluster) StartBIRDBFD(ctx context.Context, interval time.Duration, mult int) (*netlab.BIRD, error) {
-	return c.startBIRD(ctx, &netlab.BIRDBFD{Interval: interval, Multiplier: mult})
+	return c.startBIRD(ctx, &netlab.FRRBFD{Receive: interval, Transmit: interval, Multiplier: mult})
 }
 
-func (c *Cluster) startBIRD(ctx context.Context, bfd *netlab.BIRDBFD) (*netlab.BIRD, error) {
-	h, err := c.Lab.AddHost(ctx, "bird", netip.PrefixFrom(BIRDAddr4, 24))
+func (c *Cluster) startBIRD(ctx context.Context, bfd *netlab.FRRBFD) (*netlab.BIRD, error) {
+	h, err := c.Lab.AddHost(ctx, "bird", netip.PrefixFrom(BIRDAddr4, 24), netip.PrefixFrom(BIRDAddr6, 64))
 	if err != nil {
 		return nil, err
 	}
-	cfg := netlab.BIRDConfig{RouterID: BIRDAddr4, ASN: BIRDASN}
+	cfg := netlab.BIRDConfig{RouterID: BIRDAddr4, ASN: BIRDASN, BFD: bfd}
 	for i := range c.Nodes {
 		n := netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d", i), Address: NodeAddr4(i), LocalAddress: BIRDAddr4, ASN: NodeASN}
 		if bfd != nil {
-			n.BFD, n.HoldTime = bfd, 9*time.Second
+			n.BFD, n.HoldTime = true, 9*time.Second
 			n.ErrorWait = [2]time.Duration{time.Second, 2 * time.Second}
 		}
-		cfg.Neighbors = append(cfg.Neighbors, n)
+		cfg.Neighbors = append(cfg.Neighbors, n,
+			netlab.BIRDNeighbor{Name: fmt.Sprintf("node%d_6", i), Address: NodeAddr6(i), LocalAddress: BIRDAddr6, ASN: NodeASN})
 	}
 	return h.StartBIRD(ctx, cfg)
 }
 
 // StartGoBGPd adds a gobgpd router (host "gobgpd") with every node as an
-// eBGP neighbor over IPv4.
+// eBGP neighbor over IPv4 and over IPv6.
 func (c *Cluster) StartGoBGPd(ctx context.Context) (*netlab.GoBGPd, error) {
-	h, err := c.Lab.AddHost(ctx, "gobgpd", netip.PrefixFrom(GoBGPdAddr4, 24))
+	h, err := c.Lab.AddHost(ctx, "gobgpd", netip.PrefixFrom(GoBGPdAddr4, 24), netip.PrefixFrom(GoBGPdAddr6, 64))
 	if err != nil {
 		return nil, err
 	}
 	cfg := netlab.GoBGPdConfig{ASN: GoBGPdASN, RouterID: GoBGPdAddr4}
 	for i := range c.Nodes {
-		cfg.Neighbors = append(cfg.Neighbors, netlab.GoBGPdNeighbor{Address: NodeAddr4(i), ASN: NodeASN})
+		cfg.Neighbors = append(cfg.Neighbors,
+			netlab.GoBGPdNeighbor{Address: NodeAddr4(i), ASN: NodeASN},
+			netlab.GoBGPdNeighbor{Address: NodeAddr6(i), ASN: NodeASN})
 	}
 	return h.StartGoBGPd(ctx, cfg)
 }
@@ -261,7 +266,7 @@ func (c *Cluster) MeasureBFDWithdraw(ctx context.Context, frr *netlab.FRR, mon *
 // waitRouteBack waits until FRR has BFD up with node and prefix in its
 // kernel table.
 func (c *Cluster) waitRouteBack(ctx context.Context, frr *netlab.FRR, node *Node, prefix netip.Prefix) error {
-	// A session that has just come up may flap once more (netns-lab.md):
+	// A session that has just come up may flap once more (docs/lab.md):
 	// measure only from a session up for a second.
 	if err := WaitBFDUp(ctx, frr, NodeAddr4(node.Index), time.Second, 45*time.Second); err != nil {
 		return err

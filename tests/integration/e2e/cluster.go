@@ -41,6 +41,9 @@ var (
 	ClientAddr4 = netip.MustParseAddr("192.0.2.2")
 	ClientAddr6 = netip.MustParseAddr("2001:db8:1::2")
 	ProberAddr4 = netip.MustParseAddr("192.0.2.5")
+	// IPAMDataAddr is where the nodes reach ipamd when
+	// Options.IPAMOverDataLink is set: ctl's address on the data segment.
+	IPAMDataAddr = netip.AddrPortFrom(netip.MustParseAddr("192.0.2.6"), 7400)
 )
 
 // NodeAddr4 and NodeAddr6 are node i's data addresses (on eth0).
@@ -63,6 +66,13 @@ type Options struct {
 	Labels func(i int) map[string]string
 	// AnnouncerArgs are extra announcerd flags.
 	AnnouncerArgs []string
+	// IPAMOverDataLink makes the nodes reach ipamd over eth0, the link
+	// their L2 addresses are announced on, instead of over a separate
+	// management link: ctl joins the data segment too (IPAMDataAddr) and
+	// the nodes get no eth1. A node whose eth0 goes down then loses its
+	// IPAM session as well, and its addresses move only when the IPAM's
+	// heartbeat watchdog ends that session.
+	IPAMOverDataLink bool
 	// Logf receives a line per step worth knowing (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -101,6 +111,9 @@ type Node struct {
 	c    *Cluster
 	mu   sync.Mutex
 	proc *netlab.Proc
+	// cutOffs is how often the announcerd's log said it was cut off
+	// from the IPAM past its grace period, when last counted.
+	cutOffs int
 }
 
 // New builds a Cluster: the lab, ipamd (serving), and every node's
@@ -130,6 +143,11 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Ctl, err = lab.AddHostOn(ctx, "ctl", MgmtSegment, pfx(IPAMAddr.Addr(), 24)); err != nil {
 		return nil, err
 	}
+	if opts.IPAMOverDataLink {
+		if err := c.Ctl.Attach(ctx, netlab.MainSegment, "eth1", pfx(IPAMDataAddr.Addr(), 24)); err != nil {
+			return nil, err
+		}
+	}
 	if c.Client, err = lab.AddHost(ctx, "client", pfx(ClientAddr4, 24), pfx(ClientAddr6, 64)); err != nil {
 		return nil, err
 	}
@@ -146,8 +164,10 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if _, err := n.Host.Run(ctx, "sysctl", "-qw", "net.ipv6.conf.all.keep_addr_on_down=1", "net.ipv6.conf.eth0.keep_addr_on_down=1"); err != nil {
 			return nil, err
 		}
-		if err := n.Host.Attach(ctx, MgmtSegment, "eth1", nodeMgmt(i)); err != nil {
-			return nil, err
+		if !opts.IPAMOverDataLink {
+			if err := n.Host.Attach(ctx, MgmtSegment, "eth1", nodeMgmt(i)); err != nil {
+				return nil, err
+			}
 		}
 		if n.MAC, err = linkMAC(n.Host.NS, "eth0"); err != nil {
 			return nil, err
@@ -195,9 +215,13 @@ func (c *Cluster) Logf(format string, args ...any) { c.opts.Logf(format, args...
 // StartIPAMD starts ipamd in the ctl namespace on the cluster's data
 // directory and waits until it serves.
 func (c *Cluster) StartIPAMD(ctx context.Context) error {
+	listen := IPAMAddr.String()
+	if c.opts.IPAMOverDataLink {
+		listen = fmt.Sprintf(":%d", IPAMAddr.Port()) // on the data segment too
+	}
 	p, err := c.Ctl.Start("ipamd", []string{
 		filepath.Join(c.opts.Bin, "ipamd"),
-		"--listen", IPAMAddr.String(), "--ops-listen", "127.0.0.1:7401",
+		"--listen", listen, "--ops-listen", "127.0.0.1:7401",
 		"--data-dir", c.dataDir, "--log-level", "debug", "--release-hold", "0s",
 	}, nil)
 	if err != nil {
@@ -255,6 +279,14 @@ func (c *Cluster) IPAMDLog(lines int) string {
 	return c.ipamd.Tail(lines)
 }
 
+// nodeIPAMAddr is where the nodes reach ipamd.
+func (c *Cluster) nodeIPAMAddr() netip.AddrPort {
+	if c.opts.IPAMOverDataLink {
+		return IPAMDataAddr
+	}
+	return IPAMAddr
+}
+
 // NodeByName returns the node called name, or nil.
 func (c *Cluster) NodeByName(name string) *Node {
 	for _, n := range c.Nodes {
@@ -285,7 +317,7 @@ func (n *Node) Start(ctx context.Context) error {
 	sort.Strings(keys)
 	argv := []string{
 		filepath.Join(n.c.opts.Bin, "announcerd"),
-		"--ipam", IPAMAddr.String(), "--tenant", Tenant, "--node", n.Name,
+		"--ipam", n.c.nodeIPAMAddr().String(), "--tenant", Tenant, "--node", n.Name,
 		"--ops-listen", "127.0.0.1:7402", "--log-level", "debug",
 	}
 	if len(keys) > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 	"time"
 
@@ -202,6 +203,20 @@ func (c *Cluster) MeasureFailover(ctx context.Context, svc *L2Service, kind Fail
 	return out, nil
 }
 
+// cutOffMsg is what announcerd logs when its grace period without the IPAM
+// ends and it stops answering L2.
+const cutOffMsg = "cut off from the IPAM past the grace period"
+
+// countLog counts the lines of the node's current announcerd log that
+// contain s.
+func (n *Node) countLog(s string) (int, error) {
+	b, err := os.ReadFile(n.Proc().LogPath)
+	if err != nil {
+		return 0, fmt.Errorf("e2e: %s: %w", n.Name, err)
+	}
+	return bytes.Count(b, []byte(s)), nil
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -226,6 +241,12 @@ func (c *Cluster) cause(ctx context.Context, kind FailoverKind, n *Node) error {
 	case Hang:
 		return n.Proc().Signal(syscall.SIGSTOP)
 	case LinkDown:
+		if c.opts.IPAMOverDataLink {
+			var err error
+			if n.cutOffs, err = n.countLog(cutOffMsg); err != nil {
+				return err
+			}
+		}
 		_, err := n.Host.Run(ctx, "ip", "link", "set", "eth0", "down")
 		return err
 	case Drain:
@@ -252,6 +273,23 @@ func (c *Cluster) restore(ctx context.Context, kind FailoverKind, n *Node) error
 		}
 		return n.WaitLive(ctx)
 	case LinkDown:
+		if c.opts.IPAMOverDataLink {
+			// The node is cut off from the IPAM too and still answers for
+			// the addresses it had until its grace period ends. Bring the
+			// link back only then, as after an outage longer than the
+			// grace period; a shorter one would let the node announce
+			// addresses that have moved (see docs/performance.md).
+			err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(context.Context) error {
+				k, err := n.countLog(cutOffMsg)
+				if err == nil && k <= n.cutOffs {
+					err = errors.New("announcerd has not given up its L2 addresses yet")
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
+		}
 		if _, err := n.Host.Run(ctx, "ip", "link", "set", "eth0", "up"); err != nil {
 			return err
 		}

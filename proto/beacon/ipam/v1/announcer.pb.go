@@ -142,7 +142,7 @@ func (x BGPSessionStatus_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BGPSessionStatus_State.Descriptor instead.
 func (BGPSessionStatus_State) EnumDescriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{6, 0}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{7, 0}
 }
 
 // NetworkInterface is one of a node's network interfaces.
@@ -424,7 +424,11 @@ func (x *SubscribeHello) GetResumeToken() string {
 
 // Heartbeat says the announcer is alive.
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A number the announcer raises with every heartbeat it sends; the IPAM
+	// answers each heartbeat with a HeartbeatAck carrying the same number.
+	// Zero asks for no answer (announcers that predate acknowledgements).
+	Sequence      uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +463,74 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{3}
 }
 
+func (x *Heartbeat) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+// HeartbeatAck answers a heartbeat. It grants the node the right to answer
+// ARP and NDP for the L2 addresses of the plan the IPAM has sent it on this
+// stream so far, until valid_for after the moment the node sent the
+// heartbeat with this sequence number. No replica hands those addresses to
+// another node before that right has run out, unless this node's stream
+// was closed by the node itself (see docs/announcement.md, "L2 ownership").
+type HeartbeatAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The heartbeat's sequence number.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// How long the right lasts, from when the heartbeat was sent. Zero: no
+	// right (the IPAM cannot vouch for the node's registration now).
+	ValidFor      *durationpb.Duration `protobuf:"bytes,2,opt,name=valid_for,json=validFor,proto3" json:"valid_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatAck) Reset() {
+	*x = HeartbeatAck{}
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatAck) ProtoMessage() {}
+
+func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
+func (*HeartbeatAck) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HeartbeatAck) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *HeartbeatAck) GetValidFor() *durationpb.Duration {
+	if x != nil {
+		return x.ValidFor
+	}
+	return nil
+}
+
 // InterfacesUpdate is the node's full, current list of interfaces.
 type InterfacesUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -470,7 +542,7 @@ type InterfacesUpdate struct {
 
 func (x *InterfacesUpdate) Reset() {
 	*x = InterfacesUpdate{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +554,7 @@ func (x *InterfacesUpdate) String() string {
 func (*InterfacesUpdate) ProtoMessage() {}
 
 func (x *InterfacesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +567,7 @@ func (x *InterfacesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfacesUpdate.ProtoReflect.Descriptor instead.
 func (*InterfacesUpdate) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{4}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InterfacesUpdate) GetInterfaces() []*NetworkInterface {
@@ -522,7 +594,7 @@ type AnnouncedAddress struct {
 
 func (x *AnnouncedAddress) Reset() {
 	*x = AnnouncedAddress{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +606,7 @@ func (x *AnnouncedAddress) String() string {
 func (*AnnouncedAddress) ProtoMessage() {}
 
 func (x *AnnouncedAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +619,7 @@ func (x *AnnouncedAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnouncedAddress.ProtoReflect.Descriptor instead.
 func (*AnnouncedAddress) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{5}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AnnouncedAddress) GetAddress() string {
@@ -597,7 +669,7 @@ type BGPSessionStatus struct {
 
 func (x *BGPSessionStatus) Reset() {
 	*x = BGPSessionStatus{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +681,7 @@ func (x *BGPSessionStatus) String() string {
 func (*BGPSessionStatus) ProtoMessage() {}
 
 func (x *BGPSessionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +694,7 @@ func (x *BGPSessionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BGPSessionStatus.ProtoReflect.Descriptor instead.
 func (*BGPSessionStatus) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{6}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BGPSessionStatus) GetPeer() string {
@@ -673,7 +745,7 @@ type AnnouncerStatus struct {
 
 func (x *AnnouncerStatus) Reset() {
 	*x = AnnouncerStatus{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +757,7 @@ func (x *AnnouncerStatus) String() string {
 func (*AnnouncerStatus) ProtoMessage() {}
 
 func (x *AnnouncerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +770,7 @@ func (x *AnnouncerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnouncerStatus.ProtoReflect.Descriptor instead.
 func (*AnnouncerStatus) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{7}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AnnouncerStatus) GetAnnounced() []*AnnouncedAddress {
@@ -728,7 +800,7 @@ type PlanPeer struct {
 
 func (x *PlanPeer) Reset() {
 	*x = PlanPeer{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +812,7 @@ func (x *PlanPeer) String() string {
 func (*PlanPeer) ProtoMessage() {}
 
 func (x *PlanPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +825,7 @@ func (x *PlanPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPeer.ProtoReflect.Descriptor instead.
 func (*PlanPeer) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{8}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PlanPeer) GetPeer() *BGPPeer {
@@ -790,7 +862,7 @@ type PlanRoute struct {
 
 func (x *PlanRoute) Reset() {
 	*x = PlanRoute{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +874,7 @@ func (x *PlanRoute) String() string {
 func (*PlanRoute) ProtoMessage() {}
 
 func (x *PlanRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +887,7 @@ func (x *PlanRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRoute.ProtoReflect.Descriptor instead.
 func (*PlanRoute) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{9}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanRoute) GetPrefix() string {
@@ -866,7 +938,7 @@ type RouteKey struct {
 
 func (x *RouteKey) Reset() {
 	*x = RouteKey{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +950,7 @@ func (x *RouteKey) String() string {
 func (*RouteKey) ProtoMessage() {}
 
 func (x *RouteKey) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +963,7 @@ func (x *RouteKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteKey.ProtoReflect.Descriptor instead.
 func (*RouteKey) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{10}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RouteKey) GetPrefix() string {
@@ -921,7 +993,7 @@ type PlanL2Address struct {
 
 func (x *PlanL2Address) Reset() {
 	*x = PlanL2Address{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1005,7 @@ func (x *PlanL2Address) String() string {
 func (*PlanL2Address) ProtoMessage() {}
 
 func (x *PlanL2Address) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1018,7 @@ func (x *PlanL2Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanL2Address.ProtoReflect.Descriptor instead.
 func (*PlanL2Address) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{11}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanL2Address) GetAddress() string {
@@ -978,7 +1050,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1062,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1075,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{12}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Plan) GetPeers() []*PlanPeer {
@@ -1049,7 +1121,7 @@ type PlanChange struct {
 
 func (x *PlanChange) Reset() {
 	*x = PlanChange{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1133,7 @@ func (x *PlanChange) String() string {
 func (*PlanChange) ProtoMessage() {}
 
 func (x *PlanChange) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1146,7 @@ func (x *PlanChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanChange.ProtoReflect.Descriptor instead.
 func (*PlanChange) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{13}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanChange) GetUpsertPeers() []*PlanPeer {
@@ -1136,13 +1208,15 @@ type SubscribeResponse struct {
 	// How often to send heartbeats; the IPAM ends the session after three
 	// missed ones.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set on the IPAM's answer to a heartbeat.
+	HeartbeatAck  *HeartbeatAck `protobuf:"bytes,5,opt,name=heartbeat_ack,json=heartbeatAck,proto3" json:"heartbeat_ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1228,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1241,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{14}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubscribeResponse) GetBody() isSubscribeResponse_Body {
@@ -1205,6 +1279,13 @@ func (x *SubscribeResponse) GetResumeToken() string {
 func (x *SubscribeResponse) GetHeartbeatInterval() *durationpb.Duration {
 	if x != nil {
 		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetHeartbeatAck() *HeartbeatAck {
+	if x != nil {
+		return x.HeartbeatAck
 	}
 	return nil
 }
@@ -1255,7 +1336,7 @@ type Announcer struct {
 
 func (x *Announcer) Reset() {
 	*x = Announcer{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1348,7 @@ func (x *Announcer) String() string {
 func (*Announcer) ProtoMessage() {}
 
 func (x *Announcer) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1361,7 @@ func (x *Announcer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announcer.ProtoReflect.Descriptor instead.
 func (*Announcer) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{15}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Announcer) GetName() string {
@@ -1350,7 +1431,7 @@ type GetAnnouncerRequest struct {
 
 func (x *GetAnnouncerRequest) Reset() {
 	*x = GetAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1443,7 @@ func (x *GetAnnouncerRequest) String() string {
 func (*GetAnnouncerRequest) ProtoMessage() {}
 
 func (x *GetAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1456,7 @@ func (x *GetAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*GetAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{16}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetAnnouncerRequest) GetName() string {
@@ -1396,7 +1477,7 @@ type GetAnnouncerResponse struct {
 
 func (x *GetAnnouncerResponse) Reset() {
 	*x = GetAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1489,7 @@ func (x *GetAnnouncerResponse) String() string {
 func (*GetAnnouncerResponse) ProtoMessage() {}
 
 func (x *GetAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1502,7 @@ func (x *GetAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*GetAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{17}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1446,7 +1527,7 @@ type ListAnnouncersRequest struct {
 
 func (x *ListAnnouncersRequest) Reset() {
 	*x = ListAnnouncersRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1539,7 @@ func (x *ListAnnouncersRequest) String() string {
 func (*ListAnnouncersRequest) ProtoMessage() {}
 
 func (x *ListAnnouncersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1552,7 @@ func (x *ListAnnouncersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAnnouncersRequest.ProtoReflect.Descriptor instead.
 func (*ListAnnouncersRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{18}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAnnouncersRequest) GetParent() string {
@@ -1508,7 +1589,7 @@ type ListAnnouncersResponse struct {
 
 func (x *ListAnnouncersResponse) Reset() {
 	*x = ListAnnouncersResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1601,7 @@ func (x *ListAnnouncersResponse) String() string {
 func (*ListAnnouncersResponse) ProtoMessage() {}
 
 func (x *ListAnnouncersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1614,7 @@ func (x *ListAnnouncersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAnnouncersResponse.ProtoReflect.Descriptor instead.
 func (*ListAnnouncersResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{19}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAnnouncersResponse) GetAnnouncers() []*Announcer {
@@ -1561,7 +1642,7 @@ type DrainAnnouncerRequest struct {
 
 func (x *DrainAnnouncerRequest) Reset() {
 	*x = DrainAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1654,7 @@ func (x *DrainAnnouncerRequest) String() string {
 func (*DrainAnnouncerRequest) ProtoMessage() {}
 
 func (x *DrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1667,7 @@ func (x *DrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*DrainAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{20}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainAnnouncerRequest) GetName() string {
@@ -1607,7 +1688,7 @@ type DrainAnnouncerResponse struct {
 
 func (x *DrainAnnouncerResponse) Reset() {
 	*x = DrainAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1700,7 @@ func (x *DrainAnnouncerResponse) String() string {
 func (*DrainAnnouncerResponse) ProtoMessage() {}
 
 func (x *DrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1713,7 @@ func (x *DrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*DrainAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{21}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1653,7 +1734,7 @@ type UndrainAnnouncerRequest struct {
 
 func (x *UndrainAnnouncerRequest) Reset() {
 	*x = UndrainAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1746,7 @@ func (x *UndrainAnnouncerRequest) String() string {
 func (*UndrainAnnouncerRequest) ProtoMessage() {}
 
 func (x *UndrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1759,7 @@ func (x *UndrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*UndrainAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{22}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UndrainAnnouncerRequest) GetName() string {
@@ -1699,7 +1780,7 @@ type UndrainAnnouncerResponse struct {
 
 func (x *UndrainAnnouncerResponse) Reset() {
 	*x = UndrainAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1792,7 @@ func (x *UndrainAnnouncerResponse) String() string {
 func (*UndrainAnnouncerResponse) ProtoMessage() {}
 
 func (x *UndrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1805,7 @@ func (x *UndrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*UndrainAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{23}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UndrainAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1762,8 +1843,12 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\fresume_token\x18\x05 \x01(\tR\vresumeToken\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\v\n" +
-	"\tHeartbeat\"T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"'\n" +
+	"\tHeartbeat\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\"b\n" +
+	"\fHeartbeatAck\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x126\n" +
+	"\tvalid_for\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bvalidFor\"T\n" +
 	"\x10InterfacesUpdate\x12@\n" +
 	"\n" +
 	"interfaces\x18\x01 \x03(\v2 .beacon.ipam.v1.NetworkInterfaceR\n" +
@@ -1822,12 +1907,13 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\rupsert_routes\x18\x03 \x03(\v2\x19.beacon.ipam.v1.PlanRouteR\fupsertRoutes\x12=\n" +
 	"\rremove_routes\x18\x04 \x03(\v2\x18.beacon.ipam.v1.RouteKeyR\fremoveRoutes\x12M\n" +
 	"\x13upsert_l2_addresses\x18\x05 \x03(\v2\x1d.beacon.ipam.v1.PlanL2AddressR\x11upsertL2Addresses\x12.\n" +
-	"\x13remove_l2_addresses\x18\x06 \x03(\tR\x11removeL2Addresses\"\xf2\x01\n" +
+	"\x13remove_l2_addresses\x18\x06 \x03(\tR\x11removeL2Addresses\"\xb5\x02\n" +
 	"\x11SubscribeResponse\x122\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x14.beacon.ipam.v1.PlanH\x00R\bsnapshot\x124\n" +
 	"\x06change\x18\x02 \x01(\v2\x1a.beacon.ipam.v1.PlanChangeH\x00R\x06change\x12!\n" +
 	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12H\n" +
-	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatIntervalB\x06\n" +
+	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12A\n" +
+	"\rheartbeat_ack\x18\x05 \x01(\v2\x1c.beacon.ipam.v1.HeartbeatAckR\fheartbeatAckB\x06\n" +
 	"\x04body\"\x9f\x03\n" +
 	"\tAnnouncer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
@@ -1889,7 +1975,7 @@ func file_beacon_ipam_v1_announcer_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_ipam_v1_announcer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_beacon_ipam_v1_announcer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_beacon_ipam_v1_announcer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_beacon_ipam_v1_announcer_proto_goTypes = []any{
 	(AnnouncementProtocol)(0),        // 0: beacon.ipam.v1.AnnouncementProtocol
 	(BGPSessionStatus_State)(0),      // 1: beacon.ipam.v1.BGPSessionStatus.State
@@ -1897,81 +1983,84 @@ var file_beacon_ipam_v1_announcer_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),         // 3: beacon.ipam.v1.SubscribeRequest
 	(*SubscribeHello)(nil),           // 4: beacon.ipam.v1.SubscribeHello
 	(*Heartbeat)(nil),                // 5: beacon.ipam.v1.Heartbeat
-	(*InterfacesUpdate)(nil),         // 6: beacon.ipam.v1.InterfacesUpdate
-	(*AnnouncedAddress)(nil),         // 7: beacon.ipam.v1.AnnouncedAddress
-	(*BGPSessionStatus)(nil),         // 8: beacon.ipam.v1.BGPSessionStatus
-	(*AnnouncerStatus)(nil),          // 9: beacon.ipam.v1.AnnouncerStatus
-	(*PlanPeer)(nil),                 // 10: beacon.ipam.v1.PlanPeer
-	(*PlanRoute)(nil),                // 11: beacon.ipam.v1.PlanRoute
-	(*RouteKey)(nil),                 // 12: beacon.ipam.v1.RouteKey
-	(*PlanL2Address)(nil),            // 13: beacon.ipam.v1.PlanL2Address
-	(*Plan)(nil),                     // 14: beacon.ipam.v1.Plan
-	(*PlanChange)(nil),               // 15: beacon.ipam.v1.PlanChange
-	(*SubscribeResponse)(nil),        // 16: beacon.ipam.v1.SubscribeResponse
-	(*Announcer)(nil),                // 17: beacon.ipam.v1.Announcer
-	(*GetAnnouncerRequest)(nil),      // 18: beacon.ipam.v1.GetAnnouncerRequest
-	(*GetAnnouncerResponse)(nil),     // 19: beacon.ipam.v1.GetAnnouncerResponse
-	(*ListAnnouncersRequest)(nil),    // 20: beacon.ipam.v1.ListAnnouncersRequest
-	(*ListAnnouncersResponse)(nil),   // 21: beacon.ipam.v1.ListAnnouncersResponse
-	(*DrainAnnouncerRequest)(nil),    // 22: beacon.ipam.v1.DrainAnnouncerRequest
-	(*DrainAnnouncerResponse)(nil),   // 23: beacon.ipam.v1.DrainAnnouncerResponse
-	(*UndrainAnnouncerRequest)(nil),  // 24: beacon.ipam.v1.UndrainAnnouncerRequest
-	(*UndrainAnnouncerResponse)(nil), // 25: beacon.ipam.v1.UndrainAnnouncerResponse
-	nil,                              // 26: beacon.ipam.v1.SubscribeHello.LabelsEntry
-	nil,                              // 27: beacon.ipam.v1.Announcer.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
-	(*BGPPeer)(nil),                  // 29: beacon.ipam.v1.BGPPeer
-	(*BFDProfile)(nil),               // 30: beacon.ipam.v1.BFDProfile
-	(*durationpb.Duration)(nil),      // 31: google.protobuf.Duration
+	(*HeartbeatAck)(nil),             // 6: beacon.ipam.v1.HeartbeatAck
+	(*InterfacesUpdate)(nil),         // 7: beacon.ipam.v1.InterfacesUpdate
+	(*AnnouncedAddress)(nil),         // 8: beacon.ipam.v1.AnnouncedAddress
+	(*BGPSessionStatus)(nil),         // 9: beacon.ipam.v1.BGPSessionStatus
+	(*AnnouncerStatus)(nil),          // 10: beacon.ipam.v1.AnnouncerStatus
+	(*PlanPeer)(nil),                 // 11: beacon.ipam.v1.PlanPeer
+	(*PlanRoute)(nil),                // 12: beacon.ipam.v1.PlanRoute
+	(*RouteKey)(nil),                 // 13: beacon.ipam.v1.RouteKey
+	(*PlanL2Address)(nil),            // 14: beacon.ipam.v1.PlanL2Address
+	(*Plan)(nil),                     // 15: beacon.ipam.v1.Plan
+	(*PlanChange)(nil),               // 16: beacon.ipam.v1.PlanChange
+	(*SubscribeResponse)(nil),        // 17: beacon.ipam.v1.SubscribeResponse
+	(*Announcer)(nil),                // 18: beacon.ipam.v1.Announcer
+	(*GetAnnouncerRequest)(nil),      // 19: beacon.ipam.v1.GetAnnouncerRequest
+	(*GetAnnouncerResponse)(nil),     // 20: beacon.ipam.v1.GetAnnouncerResponse
+	(*ListAnnouncersRequest)(nil),    // 21: beacon.ipam.v1.ListAnnouncersRequest
+	(*ListAnnouncersResponse)(nil),   // 22: beacon.ipam.v1.ListAnnouncersResponse
+	(*DrainAnnouncerRequest)(nil),    // 23: beacon.ipam.v1.DrainAnnouncerRequest
+	(*DrainAnnouncerResponse)(nil),   // 24: beacon.ipam.v1.DrainAnnouncerResponse
+	(*UndrainAnnouncerRequest)(nil),  // 25: beacon.ipam.v1.UndrainAnnouncerRequest
+	(*UndrainAnnouncerResponse)(nil), // 26: beacon.ipam.v1.UndrainAnnouncerResponse
+	nil,                              // 27: beacon.ipam.v1.SubscribeHello.LabelsEntry
+	nil,                              // 28: beacon.ipam.v1.Announcer.LabelsEntry
+	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
+	(*BGPPeer)(nil),                  // 31: beacon.ipam.v1.BGPPeer
+	(*BFDProfile)(nil),               // 32: beacon.ipam.v1.BFDProfile
 }
 var file_beacon_ipam_v1_announcer_proto_depIdxs = []int32{
 	4,  // 0: beacon.ipam.v1.SubscribeRequest.hello:type_name -> beacon.ipam.v1.SubscribeHello
 	5,  // 1: beacon.ipam.v1.SubscribeRequest.heartbeat:type_name -> beacon.ipam.v1.Heartbeat
-	9,  // 2: beacon.ipam.v1.SubscribeRequest.status:type_name -> beacon.ipam.v1.AnnouncerStatus
-	6,  // 3: beacon.ipam.v1.SubscribeRequest.interfaces:type_name -> beacon.ipam.v1.InterfacesUpdate
-	26, // 4: beacon.ipam.v1.SubscribeHello.labels:type_name -> beacon.ipam.v1.SubscribeHello.LabelsEntry
+	10, // 2: beacon.ipam.v1.SubscribeRequest.status:type_name -> beacon.ipam.v1.AnnouncerStatus
+	7,  // 3: beacon.ipam.v1.SubscribeRequest.interfaces:type_name -> beacon.ipam.v1.InterfacesUpdate
+	27, // 4: beacon.ipam.v1.SubscribeHello.labels:type_name -> beacon.ipam.v1.SubscribeHello.LabelsEntry
 	2,  // 5: beacon.ipam.v1.SubscribeHello.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
-	2,  // 6: beacon.ipam.v1.InterfacesUpdate.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
-	0,  // 7: beacon.ipam.v1.AnnouncedAddress.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
-	1,  // 8: beacon.ipam.v1.BGPSessionStatus.state:type_name -> beacon.ipam.v1.BGPSessionStatus.State
-	28, // 9: beacon.ipam.v1.BGPSessionStatus.since:type_name -> google.protobuf.Timestamp
-	7,  // 10: beacon.ipam.v1.AnnouncerStatus.announced:type_name -> beacon.ipam.v1.AnnouncedAddress
-	8,  // 11: beacon.ipam.v1.AnnouncerStatus.sessions:type_name -> beacon.ipam.v1.BGPSessionStatus
-	29, // 12: beacon.ipam.v1.PlanPeer.peer:type_name -> beacon.ipam.v1.BGPPeer
-	30, // 13: beacon.ipam.v1.PlanPeer.bfd:type_name -> beacon.ipam.v1.BFDProfile
-	10, // 14: beacon.ipam.v1.Plan.peers:type_name -> beacon.ipam.v1.PlanPeer
-	11, // 15: beacon.ipam.v1.Plan.routes:type_name -> beacon.ipam.v1.PlanRoute
-	13, // 16: beacon.ipam.v1.Plan.l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
-	10, // 17: beacon.ipam.v1.PlanChange.upsert_peers:type_name -> beacon.ipam.v1.PlanPeer
-	11, // 18: beacon.ipam.v1.PlanChange.upsert_routes:type_name -> beacon.ipam.v1.PlanRoute
-	12, // 19: beacon.ipam.v1.PlanChange.remove_routes:type_name -> beacon.ipam.v1.RouteKey
-	13, // 20: beacon.ipam.v1.PlanChange.upsert_l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
-	14, // 21: beacon.ipam.v1.SubscribeResponse.snapshot:type_name -> beacon.ipam.v1.Plan
-	15, // 22: beacon.ipam.v1.SubscribeResponse.change:type_name -> beacon.ipam.v1.PlanChange
-	31, // 23: beacon.ipam.v1.SubscribeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	27, // 24: beacon.ipam.v1.Announcer.labels:type_name -> beacon.ipam.v1.Announcer.LabelsEntry
-	2,  // 25: beacon.ipam.v1.Announcer.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
-	9,  // 26: beacon.ipam.v1.Announcer.status:type_name -> beacon.ipam.v1.AnnouncerStatus
-	28, // 27: beacon.ipam.v1.Announcer.connect_time:type_name -> google.protobuf.Timestamp
-	17, // 28: beacon.ipam.v1.GetAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	17, // 29: beacon.ipam.v1.ListAnnouncersResponse.announcers:type_name -> beacon.ipam.v1.Announcer
-	17, // 30: beacon.ipam.v1.DrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	17, // 31: beacon.ipam.v1.UndrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	3,  // 32: beacon.ipam.v1.AnnouncerService.Subscribe:input_type -> beacon.ipam.v1.SubscribeRequest
-	18, // 33: beacon.ipam.v1.AnnouncerService.GetAnnouncer:input_type -> beacon.ipam.v1.GetAnnouncerRequest
-	20, // 34: beacon.ipam.v1.AnnouncerService.ListAnnouncers:input_type -> beacon.ipam.v1.ListAnnouncersRequest
-	22, // 35: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:input_type -> beacon.ipam.v1.DrainAnnouncerRequest
-	24, // 36: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:input_type -> beacon.ipam.v1.UndrainAnnouncerRequest
-	16, // 37: beacon.ipam.v1.AnnouncerService.Subscribe:output_type -> beacon.ipam.v1.SubscribeResponse
-	19, // 38: beacon.ipam.v1.AnnouncerService.GetAnnouncer:output_type -> beacon.ipam.v1.GetAnnouncerResponse
-	21, // 39: beacon.ipam.v1.AnnouncerService.ListAnnouncers:output_type -> beacon.ipam.v1.ListAnnouncersResponse
-	23, // 40: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:output_type -> beacon.ipam.v1.DrainAnnouncerResponse
-	25, // 41: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:output_type -> beacon.ipam.v1.UndrainAnnouncerResponse
-	37, // [37:42] is the sub-list for method output_type
-	32, // [32:37] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	29, // 6: beacon.ipam.v1.HeartbeatAck.valid_for:type_name -> google.protobuf.Duration
+	2,  // 7: beacon.ipam.v1.InterfacesUpdate.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
+	0,  // 8: beacon.ipam.v1.AnnouncedAddress.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	1,  // 9: beacon.ipam.v1.BGPSessionStatus.state:type_name -> beacon.ipam.v1.BGPSessionStatus.State
+	30, // 10: beacon.ipam.v1.BGPSessionStatus.since:type_name -> google.protobuf.Timestamp
+	8,  // 11: beacon.ipam.v1.AnnouncerStatus.announced:type_name -> beacon.ipam.v1.AnnouncedAddress
+	9,  // 12: beacon.ipam.v1.AnnouncerStatus.sessions:type_name -> beacon.ipam.v1.BGPSessionStatus
+	31, // 13: beacon.ipam.v1.PlanPeer.peer:type_name -> beacon.ipam.v1.BGPPeer
+	32, // 14: beacon.ipam.v1.PlanPeer.bfd:type_name -> beacon.ipam.v1.BFDProfile
+	11, // 15: beacon.ipam.v1.Plan.peers:type_name -> beacon.ipam.v1.PlanPeer
+	12, // 16: beacon.ipam.v1.Plan.routes:type_name -> beacon.ipam.v1.PlanRoute
+	14, // 17: beacon.ipam.v1.Plan.l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
+	11, // 18: beacon.ipam.v1.PlanChange.upsert_peers:type_name -> beacon.ipam.v1.PlanPeer
+	12, // 19: beacon.ipam.v1.PlanChange.upsert_routes:type_name -> beacon.ipam.v1.PlanRoute
+	13, // 20: beacon.ipam.v1.PlanChange.remove_routes:type_name -> beacon.ipam.v1.RouteKey
+	14, // 21: beacon.ipam.v1.PlanChange.upsert_l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
+	15, // 22: beacon.ipam.v1.SubscribeResponse.snapshot:type_name -> beacon.ipam.v1.Plan
+	16, // 23: beacon.ipam.v1.SubscribeResponse.change:type_name -> beacon.ipam.v1.PlanChange
+	29, // 24: beacon.ipam.v1.SubscribeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 25: beacon.ipam.v1.SubscribeResponse.heartbeat_ack:type_name -> beacon.ipam.v1.HeartbeatAck
+	28, // 26: beacon.ipam.v1.Announcer.labels:type_name -> beacon.ipam.v1.Announcer.LabelsEntry
+	2,  // 27: beacon.ipam.v1.Announcer.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
+	10, // 28: beacon.ipam.v1.Announcer.status:type_name -> beacon.ipam.v1.AnnouncerStatus
+	30, // 29: beacon.ipam.v1.Announcer.connect_time:type_name -> google.protobuf.Timestamp
+	18, // 30: beacon.ipam.v1.GetAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	18, // 31: beacon.ipam.v1.ListAnnouncersResponse.announcers:type_name -> beacon.ipam.v1.Announcer
+	18, // 32: beacon.ipam.v1.DrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	18, // 33: beacon.ipam.v1.UndrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	3,  // 34: beacon.ipam.v1.AnnouncerService.Subscribe:input_type -> beacon.ipam.v1.SubscribeRequest
+	19, // 35: beacon.ipam.v1.AnnouncerService.GetAnnouncer:input_type -> beacon.ipam.v1.GetAnnouncerRequest
+	21, // 36: beacon.ipam.v1.AnnouncerService.ListAnnouncers:input_type -> beacon.ipam.v1.ListAnnouncersRequest
+	23, // 37: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:input_type -> beacon.ipam.v1.DrainAnnouncerRequest
+	25, // 38: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:input_type -> beacon.ipam.v1.UndrainAnnouncerRequest
+	17, // 39: beacon.ipam.v1.AnnouncerService.Subscribe:output_type -> beacon.ipam.v1.SubscribeResponse
+	20, // 40: beacon.ipam.v1.AnnouncerService.GetAnnouncer:output_type -> beacon.ipam.v1.GetAnnouncerResponse
+	22, // 41: beacon.ipam.v1.AnnouncerService.ListAnnouncers:output_type -> beacon.ipam.v1.ListAnnouncersResponse
+	24, // 42: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:output_type -> beacon.ipam.v1.DrainAnnouncerResponse
+	26, // 43: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:output_type -> beacon.ipam.v1.UndrainAnnouncerResponse
+	39, // [39:44] is the sub-list for method output_type
+	34, // [34:39] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_announcer_proto_init() }
@@ -1986,7 +2075,7 @@ func file_beacon_ipam_v1_announcer_proto_init() {
 		(*SubscribeRequest_Status)(nil),
 		(*SubscribeRequest_Interfaces)(nil),
 	}
-	file_beacon_ipam_v1_announcer_proto_msgTypes[14].OneofWrappers = []any{
+	file_beacon_ipam_v1_announcer_proto_msgTypes[15].OneofWrappers = []any{
 		(*SubscribeResponse_Snapshot)(nil),
 		(*SubscribeResponse_Change)(nil),
 	}
@@ -1996,7 +2085,7 @@ func file_beacon_ipam_v1_announcer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_announcer_proto_rawDesc), len(file_beacon_ipam_v1_announcer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

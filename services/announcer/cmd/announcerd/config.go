@@ -26,6 +26,13 @@ type config struct {
 	TLSCert          string
 	TLSKey           string
 	Token            string
+
+	// LocalDevice, when set, is the dummy device on which the node keeps
+	// the L2 addresses it answers for as local addresses (bare metal).
+	LocalDevice string
+	// BGPHostname is the host name GoBGP sends peers: the node name by
+	// default, empty for the OS host name.
+	BGPHostname string
 }
 
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
@@ -37,7 +44,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 		}
 		return def
 	}
-	var ipam, labels, routerID, grace, keep string
+	var ipam, labels, routerID, grace, keep, bgpHostname string
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses, tried in turn")
 	str(&c.Tenant, "tenant", "", "the node's tenant (required)")
@@ -45,14 +52,17 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&labels, "labels", "", "the node's labels, k=v,k=v")
 	str(&routerID, "router-id", "", "BGP router ID (an IPv4 address); default: the first IPv4 address of the node's interfaces")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:7402", "HTTP address for /metrics, /healthz and /readyz")
-	str(&grace, "grace", "2s", "how long to keep answering L2 while cut off from every IPAM")
+	str(&grace, "grace", "2s", "how long a node cut off from every IPAM keeps its L2 addresses in place before dropping them (it answers only while the IPAM's last grant lasts, 0.4 s)")
 	str(&keep, "keep-routes-on-exit", "false", "on exit, keep BGP routes at graceful-restart peers (planned restarts)")
+	str(&c.LocalDevice, "local-addresses-device", "", "bare metal: keep each L2 address the node answers for as a local address on this dummy device (created if missing) and set arp_ignore=1, arp_announce=2; empty: off (Kubernetes nodes, where kube-proxy makes them local)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces")
 	str(&c.TLSCA, "tls-ca", "", "CA bundle to verify the IPAM with; set to use TLS")
 	str(&c.TLSCert, "tls-cert", "", "client certificate (PEM)")
 	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
 	str(&c.Token, "token", "", "bearer token for the gateway")
+	str(&bgpHostname, "bgp-hostname", "node", "host name sent to BGP peers (hostname capability): 'node' for the node name, 'os' for the OS host name, or a name; "+
+		"other than the OS host name, announcerd re-executes itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -104,6 +114,19 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	case "false", "0", "":
 	default:
 		errs = append(errs, fmt.Errorf("--keep-routes-on-exit: %q is not a boolean", keep))
+	}
+	if d := c.LocalDevice; d != "" && (len(d) > 15 || strings.ContainsAny(d, "/ \t\n:") || d == "." || d == "..") {
+		errs = append(errs, fmt.Errorf("--local-addresses-device: %q is not a valid interface name", d))
+	}
+	switch bgpHostname {
+	case "node":
+		c.BGPHostname = c.Node
+	case "os", "":
+	default:
+		c.BGPHostname = bgpHostname
+	}
+	if len(c.BGPHostname) > 64 {
+		errs = append(errs, fmt.Errorf("--bgp-hostname: %q is longer than 64 bytes", c.BGPHostname))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/announcer/internal/hostname"
 )
 
 func main() {
@@ -25,6 +26,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "announcerd:", err)
 		os.Exit(2)
 	}
+	// GoBGP sends peers os.Hostname(): make it the name peers should see
+	// (this may re-execute announcerd in its own UTS namespace).
+	hostname.Adopt(cfg.BGPHostname, logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, logger); err != nil {

@@ -13,14 +13,17 @@ import (
 
 // observe exports the announcer's state as OpenTelemetry instruments read
 // at each collection: BGP sessions by state, prefixes advertised, and the
-// L2 responder's counters per family.
-func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder) error {
+// L2 responder's counters per family, and whether the node's right to
+// answer is valid.
+func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder, rights l2.Rights) error {
 	sessions, err1 := m.Int64ObservableGauge("beacon.announcer.bgp.sessions", metric.WithDescription("BGP sessions by state"))
 	prefixes, err2 := m.Int64ObservableGauge("beacon.announcer.bgp.advertised_prefixes", metric.WithDescription("Prefixes advertised per peer"))
 	requests, err3 := m.Int64ObservableCounter("beacon.announcer.l2.requests", metric.WithDescription("ARP requests / neighbor solicitations seen"))
 	replies, err4 := m.Int64ObservableCounter("beacon.announcer.l2.replies", metric.WithDescription("ARP replies / neighbor advertisements sent"))
 	announcements, err5 := m.Int64ObservableCounter("beacon.announcer.l2.announcements", metric.WithDescription("Gratuitous ARP / unsolicited NA frames sent"))
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	withheld, err6 := m.Int64ObservableCounter("beacon.announcer.l2.withheld", metric.WithDescription("Replies and announcements not sent: the node's right to answer had run out (frozen, stalled or cut off from the IPAM)"))
+	valid, err7 := m.Int64ObservableGauge("beacon.announcer.l2.right_valid", metric.WithDescription("1 while the IPAM's grant lets the node answer for its L2 addresses, else 0"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return err
 	}
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -38,8 +41,14 @@ func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder) erro
 			o.ObserveInt64(requests, int64(f.Requests), attrs)
 			o.ObserveInt64(replies, int64(f.Replies), attrs)
 			o.ObserveInt64(announcements, int64(f.Announcements), attrs)
+			o.ObserveInt64(withheld, int64(f.Withheld), attrs)
 		}
+		v := int64(0)
+		if rights.Valid() {
+			v = 1
+		}
+		o.ObserveInt64(valid, v)
 		return nil
-	}, sessions, prefixes, requests, replies, announcements)
+	}, sessions, prefixes, requests, replies, announcements, withheld, valid)
 	return err
 }

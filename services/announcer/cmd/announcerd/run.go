@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,7 +25,9 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/links"
+	"github.com/beaconlb/beacon/services/announcer/internal/localaddr"
 	"github.com/beaconlb/beacon/services/announcer/internal/reconcile"
+	"github.com/beaconlb/beacon/services/announcer/internal/tenure"
 )
 
 var version = "dev"
@@ -44,6 +47,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	itfs = without(itfs, cfg.LocalDevice)
 	routerID := cfg.RouterID
 	if !routerID.IsValid() {
 		if routerID = firstIPv4(itfs); !routerID.IsValid() {
@@ -65,18 +69,25 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		defer func() { _ = cc.Close() }()
 		conns = append(conns, cc)
 	}
-	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace})
-	responder := l2.New(logger, l2.Options{})
+	// The node's right to answer for its L2 addresses: granted by the IPAM
+	// session, taking effect once the reconciler has installed the plan it
+	// was granted for, asked by the responder at every frame it sends.
+	rights := tenure.New()
+	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace, Rights: rights})
+	responder := l2.New(logger, l2.Options{Rights: rights})
 	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
-	rec := reconcile.New(responder, speaker, client, logger)
-	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder); err != nil {
+	var l2set reconcile.Responder = responder
+	var local *localaddr.Device
+	if cfg.LocalDevice != "" {
+		local = localaddr.New(cfg.LocalDevice, logger, localaddr.Options{})
+		l2set = reconcile.Responders{local, responder}
+	}
+	rec := reconcile.New(l2set, rights, speaker, client, logger)
+	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder, rights); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
 	ops := probe.New(cfg.OpsListen, tel.MetricsHandler(), logger)
-	if err := ops.Listen(ctx); err != nil {
-		return err
-	}
 	changes := make(chan []links.Interface, 1)
 	changes <- itfs
 	g, gctx := errgroup.WithContext(ctx)
@@ -84,20 +95,44 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	g.Go(func() error { return responder.Run(gctx) })
 	g.Go(func() error { return speaker.Run(gctx) })
 	g.Go(func() error { return rec.Run(gctx, changes) })
-	g.Go(func() error { return ops.Run(gctx) })
+	g.Go(func() error { return serveOps(gctx, ops) })
+	if local != nil {
+		g.Go(func() error { return local.Run(gctx) })
+	}
 	g.Go(func() error {
 		return links.Watch(gctx, logger, func(l []links.Interface) {
 			select { // keep only the latest
 			case <-changes:
 			default:
 			}
-			changes <- l
+			changes <- without(l, cfg.LocalDevice)
 		})
 	})
-	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", ops.Addr().String(), "version", version)
+	logger.InfoContext(ctx, "announcerd running", "tenant", cfg.Tenant, "node", cfg.Node, "router_id", routerID, "ipam", cfg.IPAM, "ops", cfg.OpsListen, "version", version)
 	err = g.Wait()
 	logger.Info("announcerd stopped", "clean", err == nil)
 	return err
+}
+
+// serveOps serves the ops endpoint. An address still held (by the previous
+// announcerd that a supervisor has just replaced, say) is retried until it
+// is free rather than ending the process: the node keeps announcing while
+// its metrics and probes wait, and a supervisor sees no crash loop.
+func serveOps(ctx context.Context, ops *probe.Server) error {
+	if err := ops.ListenRetrying(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return ops.Run(ctx) // returns nil at once if ctx ended first
+}
+
+// without leaves out the local-addresses device: its addresses are the
+// service addresses themselves, not the node's, and nothing is announced
+// on it.
+func without(itfs []links.Interface, name string) []links.Interface {
+	if name == "" {
+		return itfs
+	}
+	return slices.DeleteFunc(itfs, func(i links.Interface) bool { return i.Name == name })
 }
 
 func firstIPv4(itfs []links.Interface) netip.Addr {

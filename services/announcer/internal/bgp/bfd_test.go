@@ -115,11 +115,12 @@ func TestGoBGPBFDKeepsStaleDiscriminator(t *testing.T) {
 	lab := netlab.NewForTest(t)
 	rb := addHost(t, lab, "bird", 2)
 	node := addHost(t, lab, "node", 11)
-	bird, err := rb.StartBIRD(ctx, netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64500, Neighbors: []netlab.BIRDNeighbor{{
-		Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64501, HoldTime: 9 * time.Second,
-		ErrorWait: [2]time.Duration{time.Second, 2 * time.Second},
-		BFD:       &netlab.BIRDBFD{Interval: 100 * time.Millisecond, Multiplier: 3},
-	}}})
+	bird, err := rb.StartBIRD(ctx, netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64500,
+		BFD: &netlab.FRRBFD{Receive: 100 * time.Millisecond, Transmit: 100 * time.Millisecond, Multiplier: 3}, Neighbors: []netlab.BIRDNeighbor{{
+			Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64501, HoldTime: 9 * time.Second,
+			ErrorWait: [2]time.Duration{time.Second, 2 * time.Second},
+			BFD:       true,
+		}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,11 @@ type SessionState struct {
 	Since      time.Time // when State last changed
 	Advertised int       // prefixes sent to the peer
 	Received   int       // prefixes the peer sent (all rejected by the import policy)
+	// Prefixes are the prefixes GoBGP's adj-RIB-out holds for the peer
+	// while the session is established: what the export policy gives it in
+	// the families the session carries, sorted. A route Apply refused is
+	// never among them. Empty while the session is not established.
+	Prefixes []netip.Prefix `json:",omitempty"`
 }
 
 // Session states, as GoBGP names them.
@@ -233,6 +238,17 @@ var (
 	ErrFamilyMismatch   = errors.New("route family differs from the peer's address family")
 	ErrConflictingRoute = errors.New("same prefix to the same peer with different attributes")
 )
+
+// IsRefusal reports whether err is one of Apply's refusals (of a peer or a
+// route it cannot use), as opposed to a failure of GoBGP.
+func IsRefusal(err error) bool {
+	for _, r := range []error{ErrInvalidPeer, ErrDuplicatePeer, ErrInvalidRoute, ErrUnknownPeer, ErrFamilyMismatch, ErrConflictingRoute} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
 
 func validatePeer(opts Options, pc PeerConfig) error {
 	bad := func(format string, args ...any) error {

@@ -22,7 +22,7 @@
 // The global import policy accepts local routes only (default reject): an
 // announcer never needs a learned route, and a learned path left in the
 // table is how a withdrawn address can live on (the stale-route trap of the
-// lab notes, netns-lab.md; TestStaleRouteTrap). A default-reject policy
+// lab notes, docs/lab.md; TestStaleRouteTrap). A default-reject policy
 // without the local-route statement would also reject the Speaker's own
 // routes, silently.
 //
@@ -31,6 +31,12 @@
 // v4 requires). Apply refuses what cannot work (duplicate names or
 // addresses, a route for an unknown peer or of the other family, a per-peer
 // router ID, hold times below three seconds) and applies the rest.
+//
+// Sessions reports each desired peer's session and, while it is
+// established, the prefixes GoBGP's adj-RIB-out holds for it: what the
+// export policy gives that peer in the session's family, which is what the
+// peer is sent. Apply refreshes them before it returns, Run when a session
+// comes up and whenever GoBGP's advertised count stops matching them.
 //
 // Run owns GoBGP's lifetime: it starts the server (and GoBGP's own
 // goroutines) and, when its context ends, withdraws everything and stops

@@ -5,21 +5,30 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // apiPeer translates a normalized PeerConfig into GoBGP's peer.
 func apiPeer(pc PeerConfig) *api.Peer {
-	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
-	if pc.Address.Is6() {
-		family = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+	var afiSafis []*api.AfiSafi
+	for _, f := range peerFamilies(pc) {
+		family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+		if f == bgp.RF_IPv6_UC {
+			family = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+		}
+		afiSafi := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}
+		if pc.GracefulRestart {
+			afiSafi.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		afiSafis = append(afiSafis, afiSafi)
 	}
-	afiSafi := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}
 	p := &api.Peer{
 		Conf: &api.PeerConf{
 			NeighborAddress: pc.Address.String(),
@@ -37,7 +46,7 @@ func apiPeer(pc PeerConfig) *api.Peer {
 			IdleHoldTimeAfterReset: 1,
 		}},
 		Transport: &api.Transport{RemotePort: uint32(pc.Port)},
-		AfiSafis:  []*api.AfiSafi{afiSafi},
+		AfiSafis:  afiSafis,
 	}
 	if pc.SourceAddress.IsValid() {
 		p.Transport.LocalAddress = pc.SourceAddress.String()
@@ -47,7 +56,6 @@ func apiPeer(pc PeerConfig) *api.Peer {
 	}
 	if pc.GracefulRestart {
 		p.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: uint32(pc.RestartTime / time.Second)}
-		afiSafi.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
 	}
 	if b := pc.BFD; b != nil {
 		p.Bfd = &api.BfdPeerConfig{
@@ -58,6 +66,37 @@ func apiPeer(pc PeerConfig) *api.Peer {
 		}
 	}
 	return p
+}
+
+// peerFamilies are the address families a peer's session carries: its
+// address's.
+func peerFamilies(pc PeerConfig) []bgp.Family {
+	if pc.Address.Is4() {
+		return []bgp.Family{bgp.RF_IPv4_UC}
+	}
+	return []bgp.Family{bgp.RF_IPv6_UC}
+}
+
+// adjOut lists the prefixes GoBGP's adj-RIB-out holds for a peer: the paths
+// of the global table that the export policy gives it, in the families its
+// session carries. GoBGP computes it as it does for an update to the peer.
+// Sorted.
+func adjOut(srv *server.BgpServer, pc PeerConfig) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range peerFamilies(pc) {
+		err := srv.ListPath(apiutil.ListPathRequest{
+			TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: pc.Address.String(), Family: f,
+		}, func(nlri bgp.NLRI, _ []*apiutil.Path) {
+			if p, ok := nlri.(*bgp.IPAddrPrefix); ok {
+				out = append(out, p.Prefix)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bgp: adj-RIB-out of %s: %w", pc.Address, err)
+		}
+	}
+	slices.SortFunc(out, comparePrefix)
+	return out, nil
 }
 
 // localPath is the one path the Speaker keeps for a prefix: origin IGP and

@@ -115,7 +115,7 @@ func TestRoutersReceiveTheirRoutes(t *testing.T) {
 		if c.r == bird {
 			continue
 		}
-		if _, err := netlab.WaitPath(ctx, c.r, c.p.Prefix, time.Second, c.want); err != nil {
+		if _, err := netlab.WaitPath(ctx, c.r, c.p.Prefix, 5*time.Second, c.want); err != nil {
 			t.Errorf("unchanged route: %v", err)
 		}
 	}

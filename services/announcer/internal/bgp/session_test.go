@@ -120,7 +120,7 @@ func TestGracefulRestart(t *testing.T) {
 	if err := sp.Stop(ctx); err != nil {
 		t.Fatalf("stop keeping routes: %v", err)
 	}
-	if _, err := netlab.WaitPath(ctx, frr, p, 2*time.Second, fresh(false)); err != nil {
+	if _, err := netlab.WaitPath(ctx, frr, p, 4*time.Second, fresh(false)); err != nil {
 		t.Fatalf("after an exit keeping routes: %v", err)
 	}
 	t.Log("exit keeping routes: FRR holds the route as stale")

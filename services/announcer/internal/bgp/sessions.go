@@ -31,7 +31,9 @@ func (s *Speaker) Sessions() []SessionState {
 	defer t.mu.Unlock()
 	out := make([]SessionState, 0, len(t.byName))
 	for _, st := range t.byName {
-		out = append(out, *st)
+		c := *st
+		c.Prefixes = slices.Clone(st.Prefixes)
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b SessionState) int { return strings.Compare(a.Peer, b.Peer) })
 	return out
@@ -71,7 +73,7 @@ func (t *sessionTable) allIdle(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, st := range t.byName {
-		if st.State != StateIdle || st.BFDUp || st.Advertised != 0 || st.Received != 0 {
+		if st.State != StateIdle || st.BFDUp || st.Advertised != 0 || st.Received != 0 || len(st.Prefixes) > 0 {
 			*st = SessionState{Peer: st.Peer, State: StateIdle, Since: now}
 		}
 	}
@@ -100,12 +102,20 @@ func (s *Speaker) onPeerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.T
 		st.State = state
 		st.Since = at
 		if state != StateEstablished {
-			st.Advertised, st.Received = 0, 0
+			st.Advertised, st.Received, st.Prefixes = 0, 0, nil
 		}
 	}
 	t.mu.Unlock()
 	if !changed {
 		return
+	}
+	if state == StateEstablished {
+		// What the peer is sent is read from GoBGP, which this callback
+		// must not wait for: Run does it.
+		select {
+		case s.refresh <- struct{}{}:
+		default:
+		}
 	}
 	level := slog.LevelInfo
 	attrs := []any{"peer", name, "address", addr, "state", state, "was", was}
@@ -153,7 +163,7 @@ func (s *Speaker) poll(ctx context.Context, srv *server.BgpServer) {
 	}
 	t := &s.sessions
 	t.mu.Lock()
-	changed := false
+	changed, stale := false, false
 	now := time.Now()
 	for addr, in := range got {
 		name, ok := t.nameByAddr[addr]
@@ -172,9 +182,68 @@ func (s *Speaker) poll(ctx context.Context, srv *server.BgpServer) {
 			st.BFDUp, st.Advertised, st.Received = in.bfdUp, in.advertised, in.received
 			changed = true
 		}
+		if st.State == StateEstablished && len(st.Prefixes) != st.Advertised {
+			stale = true
+		}
 	}
 	t.mu.Unlock()
+	if stale {
+		// GoBGP counts other prefixes than it listed last: list again.
+		s.refreshPrefixes(ctx, srv)
+	}
 	if changed {
 		s.signal()
 	}
+}
+
+// refreshPrefixes reads from GoBGP the prefixes each established session is
+// sent (its adj-RIB-out) and signals Events if any changed.
+func (s *Speaker) refreshPrefixes(ctx context.Context, srv *server.BgpServer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refreshPrefixesLocked(ctx, srv) {
+		s.signal()
+	}
+}
+
+// refreshPrefixesLocked is refreshPrefixes with s.mu held (so that no Apply
+// changes GoBGP between the listing and its recording); it reports whether
+// any session's prefixes changed.
+func (s *Speaker) refreshPrefixesLocked(_ context.Context, srv *server.BgpServer) bool {
+	t := &s.sessions
+	t.mu.Lock()
+	var names []string
+	for name, st := range t.byName {
+		if st.State == StateEstablished {
+			names = append(names, name)
+		} else if len(st.Prefixes) > 0 {
+			st.Prefixes = nil
+		}
+	}
+	t.mu.Unlock()
+	got := map[string][]netip.Prefix{}
+	for _, name := range names {
+		pc, ok := s.applied.peers[name]
+		if !ok {
+			continue
+		}
+		ps, err := adjOut(srv, pc)
+		if err != nil {
+			s.logger.Debug("bgp: list what a peer is sent", "peer", name, "err", err)
+			continue
+		}
+		got[name] = ps
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := false
+	for name, ps := range got {
+		st := t.byName[name]
+		if st == nil || st.State != StateEstablished || slices.Equal(st.Prefixes, ps) {
+			continue
+		}
+		st.Prefixes = ps
+		changed = true
+	}
+	return changed
 }

@@ -29,7 +29,10 @@ type Speaker struct {
 	logger *slog.Logger
 	opts   Options
 	events chan struct{}
-	mute   atomic.Bool // silences GoBGP's log during a deliberate second stop
+	// refresh asks Run to read what the peers are sent (a session came
+	// up).
+	refresh chan struct{}
+	mute    atomic.Bool // silences GoBGP's log during a deliberate second stop
 
 	mu            sync.Mutex // serializes Apply and Run's start and stop
 	started       bool
@@ -51,6 +54,7 @@ func New(logger *slog.Logger, opts Options) *Speaker {
 		logger:   logger,
 		opts:     opts.withDefaults(),
 		events:   make(chan struct{}, 1),
+		refresh:  make(chan struct{}, 1),
 		desired:  emptyPlan(),
 		applied:  emptyPlan(),
 		sessions: sessionTable{byName: map[string]*SessionState{}, nameByAddr: map[netip.Addr]string{}},
@@ -136,6 +140,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 			if s.recreateReset(ctx, srv) {
 				recheck = time.After(resetRetry)
 			}
+		case <-s.refresh:
+			s.refreshPrefixes(ctx, srv)
 		}
 	}
 }
@@ -216,7 +222,9 @@ func (s *Speaker) Apply(ctx context.Context, peers []PeerConfig, routes []Route)
 	if s.srv == nil {
 		return verr
 	}
-	return errors.Join(verr, s.reconcileLocked(ctx, s.srv, next))
+	err := s.reconcileLocked(ctx, s.srv, next)
+	s.refreshPrefixesLocked(ctx, s.srv)
+	return errors.Join(verr, err)
 }
 
 // reconcileLocked moves GoBGP from s.applied to next. The order matters:

@@ -11,7 +11,7 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
-// TestStaleRouteTrap reproduces the scenario of the lab notes: two nodes
+// TestStaleRouteTrap reproduces the scenario of the lab notes (docs/lab.md): two nodes
 // advertise one prefix through the same routers (BIRD and gobgpd), node A
 // over eBGP and node B over iBGP. The routers prefer B's path (shorter AS
 // path) and send it to A. Then B goes away and A withdraws. With GoBGP v3

@@ -1,16 +1,29 @@
 // Package ipamclient is the announcer's session with the IPAM: it
 // subscribes with the node's identity, sends heartbeats and status, keeps
 // the node's plan from the snapshot and changes it receives, and reconnects
-// with backoff to any of several IPAM endpoints. When it has been cut off
-// from every IPAM for longer than the grace period it says so, so that the
-// node stops answering L2 for addresses another node may now own.
+// with backoff to any of several IPAM endpoints.
+//
+// It keeps the node's L2 rights (Options.Rights): every heartbeat carries a
+// sequence number, and the IPAM's acknowledgement grants the right to answer
+// for the plan sent so far until valid_for after that heartbeat was sent
+// (on this node's monotonic clock). A session's acknowledgements count only
+// once its snapshot has arrived, so a reconnected node never extends its old
+// plan's right with the new session's word. On its way out the client gives
+// the right up before it closes its stream.
+//
+// When it has been cut off from every IPAM for longer than the grace period
+// it also says so (Update.Lost), so that the node drops its L2 addresses
+// altogether and announces them afresh once it is back.
 package ipamclient
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,19 +40,32 @@ type Identity struct {
 	Labels map[string]string
 }
 
+// Rights is the node's right to answer for its L2 addresses (see package
+// tenure): granted per plan generation, closed on the way out.
+type Rights interface {
+	Grant(gen uint64, until time.Time)
+	Close()
+}
+
 // Options tunes a Client.
 type Options struct {
-	// Grace is how long the node keeps announcing its L2 addresses while
-	// cut off from every IPAM (default 2 s: the IPAM's node lease).
+	// Rights receives the L2 rights the IPAM grants (nil: none kept).
+	Rights Rights
+	// Grace is how long the node keeps its L2 addresses in place while cut
+	// off from every IPAM (default 2 s: the IPAM's node lease); it answers
+	// for them only while Rights says so, which ends much sooner.
 	Grace time.Duration
 	// MaxBackoff caps the wait between reconnects (default 2 s).
 	MaxBackoff time.Duration
 }
 
 // Update is the plan to announce now; Lost is set when the node has been
-// cut off longer than the grace period (announce no L2 then).
+// cut off longer than the grace period (announce no L2 then). Gen numbers
+// the plans' L2 address sets as they change, from 1; a reader reports the
+// Gen it installed to the node's Rights.
 type Update struct {
 	Plan *Plan
+	Gen  uint64
 	Lost bool
 }
 
@@ -56,6 +82,7 @@ type Client struct {
 	poke       chan struct{} // interfaces or status changed
 
 	updates chan Update
+	gen     atomic.Uint64 // of the newest plan received
 }
 
 // New returns a Client over connections to IPAM replicas (tried in turn).
@@ -65,6 +92,9 @@ func New(conns []grpc.ClientConnInterface, id Identity, logger *slog.Logger, opt
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 2 * time.Second
+	}
+	if opts.Rights == nil {
+		opts.Rights = noRights{}
 	}
 	return &Client{conns: conns, id: id, logger: logger, opts: opts, poke: make(chan struct{}, 1), updates: make(chan Update, 1)}
 }
@@ -119,10 +149,19 @@ func (c *Client) Run(ctx context.Context) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		conn := c.conns[attempt%len(c.conns)]
-		err := c.session(ctx, conn, plan, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan) {
+		err := c.session(ctx, conn, plan, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan) uint64 {
+			// Only a change of L2 addresses makes a new generation: a right
+			// granted for a plan that differs from the installed one in its
+			// routes alone counts at once, so a slow BGP apply never holds
+			// up L2 answers.
+			gen := c.gen.Load()
+			if plan == nil || gen == 0 || !sameL2(plan.L2, p.L2) {
+				gen = c.gen.Add(1)
+			}
 			plan, cutOff, lost = p, time.Time{}, false
 			backoff = 50 * time.Millisecond
-			c.publish(Update{Plan: p})
+			c.publish(Update{Plan: p, Gen: gen})
+			return gen
 		})
 		select {
 		case <-ctx.Done():
@@ -151,17 +190,33 @@ func (c *Client) Run(ctx context.Context) error {
 		if !lost && plan != nil && time.Since(cutOff) >= c.opts.Grace {
 			lost = true
 			c.logger.WarnContext(ctx, "cut off from the IPAM past the grace period: stopping L2 answers", "grace", c.opts.Grace)
-			c.publish(Update{Plan: plan, Lost: true})
+			c.publish(Update{Plan: plan, Gen: c.gen.Load(), Lost: true})
 		}
-		backoff = min(backoff*2, c.opts.MaxBackoff)
+		// While the node still holds its plan (within the grace period), a
+		// replica that comes back, or another one, is tried at least every
+		// 250 ms: the node answers L2 only once a replica has confirmed its
+		// plan, and a replica's farewell right lasts only as long as its
+		// lease. Refused connections are cheap; the jitter spreads a fleet.
+		limit := c.opts.MaxBackoff
+		if !lost && plan != nil {
+			limit = min(limit, fastRetry)
+		}
+		backoff = min(backoff*2, limit)
 	}
 }
 
-// session runs one subscription until it breaks.
-func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, heard func(), got func(*Plan)) error {
-	ctx, cancel := context.WithCancel(ctx)
+// session runs one subscription until it breaks. When ctx ends, the node's
+// rights are closed before the stream is: the IPAM moves the addresses of a
+// node that closed its stream at once.
+func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, heard func(), got func(*Plan) uint64) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	stop := context.AfterFunc(ctx, func() {
+		c.opts.Rights.Close()
+		cancel()
+	})
+	defer stop()
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(sctx)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
@@ -177,11 +232,14 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 	if err := send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
+	beats := newBeats()
 	heartbeat := make(chan time.Duration, 1)
+	beatNow := make(chan struct{}, 1)
 	errs := make(chan error, 2)
-	go func() { errs <- c.sender(ctx, send, heartbeat) }()
+	go func() { errs <- c.sender(sctx, send, beats, heartbeat, beatNow) }()
 	go func() {
 		plan := last
+		var gen uint64 // of the newest plan this session delivered; 0: none yet
 		var interval time.Duration
 		for {
 			resp, err := stream.Recv()
@@ -200,15 +258,27 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 				default:
 				}
 			}
+			if ack := resp.GetHeartbeatAck(); ack != nil && gen > 0 && sctx.Err() == nil {
+				if sent, ok := beats.acked(ack.GetSequence()); ok && ack.GetValidFor().AsDuration() > 0 {
+					c.opts.Rights.Grant(gen, sent.Add(ack.GetValidFor().AsDuration()))
+				}
+			}
 			switch {
 			case resp.GetSnapshot() != nil:
 				plan = snapshot(resp.GetSnapshot())
+				// Ask for a right for the new plan at once rather than at
+				// the next tick: after a reconnect the node answers only
+				// once it has one.
+				select {
+				case beatNow <- struct{}{}:
+				default:
+				}
 			case resp.GetChange() != nil && plan != nil:
 				plan = plan.apply(resp.GetChange())
 			default:
 				continue
 			}
-			got(plan)
+			gen = got(plan)
 		}
 	}()
 	err = <-errs
@@ -216,13 +286,65 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 	return err
 }
 
-// sender sends heartbeats at the interval the IPAM asks for, and the
-// node's interfaces and status when they change.
-func (c *Client) sender(ctx context.Context, send func(*ipamv1.SubscribeRequest) error, interval <-chan time.Duration) error {
+// fastRetry caps the backoff between reconnects while the node still holds
+// its plan.
+const fastRetry = 250 * time.Millisecond
+
+// beats remembers when each heartbeat of a session was sent, until the IPAM
+// acknowledges it or a later one.
+type beats struct {
+	mu   sync.Mutex
+	next uint64
+	sent map[uint64]time.Time
+}
+
+// maxUnacked bounds the heartbeats remembered; older ones are forgotten
+// (their acknowledgement grants nothing).
+const maxUnacked = 64
+
+func newBeats() *beats { return &beats{sent: make(map[uint64]time.Time)} }
+
+// send numbers a heartbeat about to be sent, remembering when. The time is
+// taken before the heartbeat leaves, so a right counted from it ends no
+// later than the IPAM assumes.
+func (b *beats) send() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.next++
+	b.sent[b.next] = time.Now()
+	delete(b.sent, b.next-maxUnacked)
+	return b.next
+}
+
+// acked returns when heartbeat seq was sent, and forgets the ones before
+// it. It keeps seq itself: a replica that stops acknowledges the newest
+// heartbeat it received once more, with a longer right (its farewell).
+func (b *beats) acked(seq uint64) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.sent[seq]
+	for s := range b.sent {
+		if s < seq {
+			delete(b.sent, s)
+		}
+	}
+	return t, ok
+}
+
+// sender sends heartbeats at the interval the IPAM asks for (and at once
+// when asked to), and the node's interfaces and status when they change.
+func (c *Client) sender(ctx context.Context, send func(*ipamv1.SubscribeRequest) error, bs *beats, interval <-chan time.Duration, now <-chan struct{}) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var sentStatus *ipamv1.AnnouncerStatus
 	var sentItfs []*ipamv1.NetworkInterface
+	beat := func() error {
+		hb := &ipamv1.Heartbeat{Sequence: bs.send()}
+		if err := send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: hb}}); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,8 +355,12 @@ func (c *Client) sender(ctx context.Context, send func(*ipamv1.SubscribeRequest)
 			}
 			continue
 		case <-tick.C:
-			if err := send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}}); err != nil {
-				return fmt.Errorf("heartbeat: %w", err)
+			if err := beat(); err != nil {
+				return err
+			}
+		case <-now:
+			if err := beat(); err != nil {
+				return err
 			}
 		case <-c.poke:
 		}
@@ -254,6 +380,18 @@ func (c *Client) sender(ctx context.Context, send func(*ipamv1.SubscribeRequest)
 			sentItfs = itfs
 		}
 	}
+}
+
+// noRights keeps no rights.
+type noRights struct{}
+
+func (noRights) Grant(uint64, time.Time) {}
+func (noRights) Close()                  {}
+
+// sameL2 reports whether two plans answer for the same L2 addresses on the
+// same interfaces.
+func sameL2(a, b map[netip.Addr][]string) bool {
+	return maps.EqualFunc(a, b, slices.Equal)
 }
 
 func sameSlice[T any](a, b []*T) bool {

@@ -177,3 +177,78 @@ func TestHeartbeatsKeepFlowingWhileTheIPAMSendsItsOwn(t *testing.T) {
 		t.Fatalf("the announcer sent %d heartbeats in a second at a 100ms interval", got)
 	}
 }
+
+// grants records the rights a Client grants.
+type grants struct {
+	ch     chan grantCall
+	closed atomic.Bool
+}
+
+type grantCall struct {
+	gen   uint64
+	until time.Time
+}
+
+func (g *grants) Grant(gen uint64, until time.Time) { g.ch <- grantCall{gen, until} }
+func (g *grants) Close()                            { g.closed.Store(true) }
+
+// TestRightsFromAcks: an acknowledged heartbeat grants a right for the plan
+// received so far, counted from when that heartbeat was sent; a plan whose
+// L2 addresses are unchanged keeps its generation (its right counts at
+// once), a new L2 set makes a new one; closing the client gives the right
+// up.
+func TestRightsFromAcks(t *testing.T) {
+	f, conn, _ := serve(t)
+	g := &grants{ch: make(chan grantCall, 16)}
+	c := New([]grpc.ClientConnInterface{conn}, Identity{Tenant: "c1", Node: "n1"}, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{Rights: g})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	<-f.hellos
+	first := next(t, c)
+	if first.Gen != 1 {
+		t.Fatalf("first plan's generation %d, want 1", first.Gen)
+	}
+	ack := func(seq uint64) {
+		f.push <- &ipamv1.SubscribeResponse{HeartbeatAck: &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(time.Hour)}}
+	}
+	grant := func() grantCall {
+		t.Helper()
+		select {
+		case gc := <-g.ch:
+			return gc
+		case <-time.After(10 * time.Second):
+			t.Fatal("no grant")
+		}
+		return grantCall{}
+	}
+	// The fake acknowledges heartbeats only when told to; sequence 1 was
+	// sent right after the snapshot.
+	ack(1)
+	if gc := grant(); gc.gen != 1 || time.Until(gc.until) < 50*time.Minute || time.Until(gc.until) > time.Hour {
+		t.Fatalf("grant for heartbeat 1 = %+v, want generation 1 until about an hour from its sending", gc)
+	}
+	// A route-only change keeps the generation.
+	f.push <- &ipamv1.SubscribeResponse{Body: &ipamv1.SubscribeResponse_Change{Change: &ipamv1.PlanChange{
+		UpsertRoutes: []*ipamv1.PlanRoute{{Prefix: "198.51.100.7/32", Peer: "tenants/c1/bgpPeers/p"}},
+	}}}
+	if u := next(t, c); u.Gen != 1 {
+		t.Fatalf("a route-only change made generation %d, want 1", u.Gen)
+	}
+	// An L2 change makes a new one, and the next grant is for it.
+	f.push <- &ipamv1.SubscribeResponse{Body: &ipamv1.SubscribeResponse_Change{Change: &ipamv1.PlanChange{
+		UpsertL2Addresses: []*ipamv1.PlanL2Address{{Address: "192.0.2.101"}},
+	}}}
+	if u := next(t, c); u.Gen != 2 {
+		t.Fatalf("an L2 change made generation %d, want 2", u.Gen)
+	}
+	ack(1) // a repeat (a stopping replica's farewell) still counts
+	if gc := grant(); gc.gen != 2 {
+		t.Fatalf("grant after the L2 change = %+v, want generation 2", gc)
+	}
+	cancel()
+	<-done
+	if !g.closed.Load() {
+		t.Error("the client stopped without giving its right up")
+	}
+}

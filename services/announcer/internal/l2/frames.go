@@ -39,6 +39,7 @@ const (
 	dropEthernetDest                // not sent to us: neither our MAC nor broadcast/multicast
 	dropInvalid                     // fails RFC 826/4861 validity checks (hop limit, checksum, addresses)
 	dropNotAnswered                 // a valid request for an address we do not answer for here
+	claimed                         // another host says it has an address we answer for here
 )
 
 func (v verdict) String() string {
@@ -57,6 +58,8 @@ func (v verdict) String() string {
 		return "invalid"
 	case dropNotAnswered:
 		return "not answered here"
+	case claimed:
+		return "claimed by another host"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -71,29 +74,32 @@ func ethAllNodes() net.HardwareAddr { return net.HardwareAddr{0x33, 0x33, 0, 0, 
 // ipv6AllNodes is the link-local all-nodes group, ff02::1.
 func ipv6AllNodes() netip.Addr { return netip.AddrFrom16([16]byte{0: 0xff, 1: 0x02, 15: 0x01}) }
 
-// arpFilter passes ARP requests only.
+// arpFilter passes ARP requests and replies (replies, to see other hosts
+// claim our addresses).
 func arpFilter() ([]bpf.RawInstruction, error) {
 	return bpf.Assemble([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ethernet.EtherTypeARP), SkipTrue: 3},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ethernet.EtherTypeARP), SkipTrue: 4},
 		bpf.LoadAbsolute{Off: ethHeaderLen + 6, Size: 2}, // ARP operation
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(arp.OperationRequest), SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(arp.OperationRequest), SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(arp.OperationReply), SkipTrue: 1},
 		bpf.RetConstant{Val: maxFrame},
 		bpf.RetConstant{Val: 0},
 	})
 }
 
 // nsFilter passes IPv6 packets whose next header is ICMPv6 and whose ICMPv6
-// type is neighbor solicitation. (Solicitations never carry extension
-// headers.)
+// type is neighbor solicitation or advertisement (advertisements, to see
+// other hosts claim our addresses). (Neither carries extension headers.)
 func nsFilter() ([]bpf.RawInstruction, error) {
 	return bpf.Assemble([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 12, Size: 2}, // EtherType
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ethernet.EtherTypeIPv6), SkipTrue: 5},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ethernet.EtherTypeIPv6), SkipTrue: 6},
 		bpf.LoadAbsolute{Off: ethHeaderLen + 6, Size: 1}, // next header
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: protoICMPv6, SkipTrue: 3},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: protoICMPv6, SkipTrue: 4},
 		bpf.LoadAbsolute{Off: ethHeaderLen + ipv6HeaderLen, Size: 1}, // ICMPv6 type
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpTypeNS, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: icmpTypeNS, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: icmpTypeNA, SkipTrue: 1},
 		bpf.RetConstant{Val: maxFrame},
 		bpf.RetConstant{Val: 0},
 	})
@@ -101,7 +107,10 @@ func nsFilter() ([]bpf.RawInstruction, error) {
 
 // answerARP decides on one received frame and, when it is an ARP request
 // for an address answers accepts, builds the reply. target is the requested
-// address when the frame was a request.
+// address when the frame was a request. A reply or a gratuitous request from
+// another host whose sender address is one answers accepts is a claim on it
+// (verdict claimed, target the address): RFC 5227's conflict, which the
+// caller defends.
 func answerARP(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool) (reply []byte, target netip.Addr, v verdict) {
 	var f ethernet.Frame
 	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeARP {
@@ -120,6 +129,9 @@ func answerARP(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool
 	}
 	if bytes.Equal(p.SenderHardwareAddr, mac) {
 		return nil, target, dropOwnFrame
+	}
+	if s := p.SenderIP; s.IsValid() && !s.IsUnspecified() && answers(s) {
+		return nil, s, claimed
 	}
 	if p.Operation != arp.OperationRequest {
 		return nil, target, dropNotRequest
@@ -215,6 +227,9 @@ func parseIPv6(frame []byte) (ipv6Packet, bool) {
 // builds the advertisement: solicited and with Override set, from the
 // target address itself, to the solicitation's source (or, for duplicate
 // address detection from the unspecified address, to all nodes, unsolicited).
+// A valid advertisement from another host for an address answers accepts, or
+// a solicitation from such an address, is a claim on it (verdict claimed,
+// target the address).
 func answerNS(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool) (reply []byte, target netip.Addr, v verdict) {
 	pkt, ok := parseIPv6(frame)
 	if !ok {
@@ -222,6 +237,9 @@ func answerNS(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool)
 	}
 	if bytes.Equal(pkt.ethSrc, mac) {
 		return nil, target, dropOwnFrame
+	}
+	if len(pkt.icmp) >= 4 && pkt.icmp[0] == icmpTypeNA {
+		return claimNA(pkt, mac, answers)
 	}
 	if len(pkt.icmp) < 4 || pkt.icmp[0] != icmpTypeNS {
 		return nil, target, dropNotRequest
@@ -240,6 +258,10 @@ func answerNS(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool)
 	ns, ok := m.(*ndp.NeighborSolicitation)
 	if !ok {
 		return nil, target, dropNotRequest
+	}
+	if !pkt.src.IsUnspecified() && answers(pkt.src) {
+		// Another host solicits from one of our addresses: it uses it.
+		return nil, pkt.src, claimed
 	}
 	target = ns.TargetAddress
 	if target.IsMulticast() || pkt.src.IsMulticast() {
@@ -283,6 +305,32 @@ func answerNS(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) bool)
 		return nil, target, dropMalformed
 	}
 	return out, target, answered
+}
+
+// claimNA decides on a neighbor advertisement: valid (RFC 4861 section
+// 7.1.2), from another host, for an address answers accepts, it is a claim.
+func claimNA(pkt ipv6Packet, mac net.HardwareAddr, answers func(netip.Addr) bool) ([]byte, netip.Addr, verdict) {
+	if pkt.hopLimit != ndpHopLimit || pkt.icmp[1] != 0 || len(pkt.icmp) < 24 ||
+		!validChecksum(pkt.src, pkt.dst, pkt.icmp) {
+		return nil, netip.Addr{}, dropInvalid
+	}
+	m, err := ndp.ParseMessage(pkt.icmp)
+	if err != nil {
+		return nil, netip.Addr{}, dropMalformed
+	}
+	na, ok := m.(*ndp.NeighborAdvertisement)
+	if !ok || na.TargetAddress.IsMulticast() {
+		return nil, netip.Addr{}, dropInvalid
+	}
+	for _, o := range na.Options {
+		if lla, ok := o.(*ndp.LinkLayerAddress); ok && lla.Direction == ndp.Target && bytes.Equal(lla.Addr, mac) {
+			return nil, netip.Addr{}, dropOwnFrame
+		}
+	}
+	if !answers(na.TargetAddress) {
+		return nil, na.TargetAddress, dropNotRequest
+	}
+	return nil, na.TargetAddress, claimed
 }
 
 // unsolicitedNA builds the announcement for an IPv6 address: an

@@ -112,6 +112,15 @@ func TestAnswerARP(t *testing.T) {
 		{name: "address not answered here", in: with(func(in *arpIn) { in.targetIP = "192.0.2.101" }), want: dropNotAnswered},
 		{name: "unicast to another host", in: with(func(in *arpIn) { in.ethDst = otherMAC() }), want: dropEthernetDest},
 		{name: "reply", in: with(func(in *arpIn) { in.op = arp.OperationReply }), want: dropNotRequest},
+		{name: "another host's reply for our address (a claim)", in: with(func(in *arpIn) {
+			in.op, in.senderIP, in.targetIP = arp.OperationReply, "192.0.2.100", "192.0.2.10"
+		}), want: claimed},
+		{name: "another host's gratuitous request for our address (a claim)", in: with(func(in *arpIn) {
+			in.senderIP, in.targetIP = "192.0.2.100", "192.0.2.100"
+		}), want: claimed},
+		{name: "another host's reply for an address not answered here", in: with(func(in *arpIn) {
+			in.op, in.senderIP, in.targetIP = arp.OperationReply, "192.0.2.101", "192.0.2.10"
+		}), want: dropNotRequest},
 		{name: "our own frame", in: with(func(in *arpIn) { in.ethSrc = ourMAC(); in.senderHW = ourMAC() }), want: dropOwnFrame},
 		{name: "request for the broadcast address", in: with(func(in *arpIn) { in.targetIP = "255.255.255.255" }), want: dropInvalid},
 		{name: "truncated", raw: buildARP(t, request)[:20], want: dropMalformed},
@@ -303,9 +312,19 @@ func TestAnswerNS(t *testing.T) {
 		{name: "wrong destination group", in: with(func(in *nsIn) { in.dst = "ff02::1" }), want: dropInvalid},
 		{name: "unicast frame to another host", in: with(func(in *nsIn) { in.ethDst = otherMAC() }), want: dropEthernetDest},
 		{name: "our own frame", in: with(func(in *nsIn) { in.ethSrc = ourMAC() }), want: dropOwnFrame},
-		{name: "an advertisement", in: with(func(in *nsIn) {
-			in.msg = &ndp.NeighborAdvertisement{TargetAddress: vip, Override: true}
+		{name: "another host's advertisement for our address (a claim)", in: with(func(in *nsIn) {
+			in.msg = &ndp.NeighborAdvertisement{TargetAddress: vip, Override: true,
+				Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: peerMAC()}}}
+		}), want: claimed},
+		{name: "another host's solicitation from our address (a claim)", in: with(func(in *nsIn) {
+			in.src, in.target, in.dst = "2001:db8::100", "2001:db8::10", "ff02::1:ff00:10"
+		}), want: claimed},
+		{name: "an advertisement for an address not answered here", in: with(func(in *nsIn) {
+			in.msg = &ndp.NeighborAdvertisement{TargetAddress: netip.MustParseAddr("2001:db8::101"), Override: true}
 		}), want: dropNotRequest},
+		{name: "an advertisement with a bad hop limit", in: with(func(in *nsIn) {
+			in.msg, in.hopLimit = &ndp.NeighborAdvertisement{TargetAddress: vip, Override: true}, 64
+		}), want: dropInvalid},
 		{name: "truncated", raw: buildNS(t, multicast)[:ethHeaderLen+ipv6HeaderLen+10], want: dropMalformed},
 		{name: "not IPv6", raw: buildARP(t, arpIn{ethDst: ethernet.Broadcast, ethSrc: peerMAC(), op: arp.OperationRequest,
 			senderHW: peerMAC(), senderIP: "192.0.2.10", targetIP: "192.0.2.100"}), want: dropMalformed},
@@ -415,9 +434,9 @@ func TestFilters(t *testing.T) {
 		want  pass
 	}{
 		{"ARP request", arpReq, pass{ARP: true}},
-		{"ARP reply", arpRep, pass{}},
+		{"ARP reply", arpRep, pass{ARP: true}},
 		{"neighbor solicitation", ns, pass{NS: true}},
-		{"neighbor advertisement", na, pass{}},
+		{"neighbor advertisement", na, pass{NS: true}},
 		{"UDP over IPv6", udp, pass{}},
 	}
 	for _, tt := range tests {

@@ -41,9 +41,17 @@ type link struct {
 	wg       sync.WaitGroup
 	announce chan struct{} // capacity 1: "pending changed"
 
-	mu      sync.Mutex
-	pending []announcement
+	mu       sync.Mutex
+	pending  []announcement
+	defended map[netip.Addr]time.Time // last defence per address
 }
+
+// defendInterval is the least time between two defences of one address on
+// one link. RFC 5227 asks hosts for ten seconds; a node whose address is
+// claimed by a stale owner must win the client back at once, yet two nodes
+// that both believe they own an address (for the instant of a planned move)
+// must not trade announcements in a storm.
+const defendInterval = 250 * time.Millisecond
 
 // announcement is one scheduled announcement of addr.
 type announcement struct {
@@ -130,7 +138,18 @@ func (l *link) read(conn *packet.Conn, decide decider) {
 		if v.isRequest() {
 			l.r.event(EventRequest, l.name, target)
 		}
+		if v == claimed {
+			l.defend(target)
+			continue
+		}
 		if v != answered {
+			continue
+		}
+		// The right is asked for here, after the frame was read: a node
+		// that wakes from a freeze with requests queued in its socket
+		// answers none of them unless the IPAM has confirmed its plan since.
+		if !l.r.opts.Rights.Valid() {
+			l.r.event(EventWithheld, l.name, target)
 			continue
 		}
 		if err := l.send(conn, reply); err != nil {
@@ -218,6 +237,35 @@ func (l *link) announceLoop() {
 	}
 }
 
+// defend answers another host's claim on addr (its ARP reply, gratuitous
+// ARP or neighbor advertisement) by announcing addr at once, if the node
+// still answers for it, has the right to, and has not defended it within
+// defendInterval.
+func (l *link) defend(addr netip.Addr) {
+	now := time.Now()
+	l.mu.Lock()
+	if last, ok := l.defended[addr]; ok && now.Sub(last) < defendInterval {
+		l.mu.Unlock()
+		return
+	}
+	if l.defended == nil {
+		l.defended = make(map[netip.Addr]time.Time)
+	}
+	l.defended[addr] = now
+	for a, t := range l.defended { // forget old defences
+		if now.Sub(t) > time.Minute {
+			delete(l.defended, a)
+		}
+	}
+	l.mu.Unlock()
+	if !l.r.answers(l.name, addr) || !l.r.opts.Rights.Valid() {
+		return
+	}
+	l.r.log.Warn("another host claims an address this node answers for; announcing it again", "interface", l.name, "addr", addr)
+	l.r.event(EventDefence, l.name, addr)
+	l.announceOne(addr)
+}
+
 func (l *link) announceOne(addr netip.Addr) {
 	if !l.r.answers(l.name, addr) {
 		return // removed since it was scheduled
@@ -242,6 +290,10 @@ func (l *link) announceOne(addr netip.Addr) {
 		return
 	}
 	for _, f := range frames {
+		if !l.r.opts.Rights.Valid() {
+			l.r.event(EventWithheld, l.name, addr)
+			return
+		}
 		if err := l.send(conn, f); err != nil {
 			l.r.event(EventError, l.name, addr)
 			l.r.log.Warn("cannot send announcement", "interface", l.name, "addr", addr, "err", err)

@@ -56,6 +56,8 @@ const (
 	EventReply                             // an answer sent
 	EventAnnouncement                      // a gratuitous ARP / unsolicited advertisement frame sent
 	EventError                             // a frame could not be sent
+	EventWithheld                          // a reply or announcement not sent: the node had no right to answer
+	EventDefence                           // another host claimed an address answered here, which was announced again
 )
 
 func (k EventKind) String() string {
@@ -68,6 +70,10 @@ func (k EventKind) String() string {
 		return "announcement"
 	case EventError:
 		return "error"
+	case EventWithheld:
+		return "withheld"
+	case EventDefence:
+		return "defence"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -104,7 +110,27 @@ type Options struct {
 	// OnEvent, when set, is called for every Event, synchronously from the
 	// responder's goroutines: it must be quick and safe for concurrent use.
 	OnEvent func(Event)
+	// Rights, when set, is the node's right to answer (package tenure):
+	// no reply or announcement is sent while it is not valid, whatever the
+	// desired set says, and every address is announced anew when it
+	// resumes. Nil: always answer (tests of the wire work alone).
+	Rights Rights
 }
+
+// Rights is the node's right to answer for its addresses.
+type Rights interface {
+	// Valid reports whether the node may answer now; it is asked at the
+	// moment each frame is about to be sent.
+	Valid() bool
+	// Resumed is signalled when the right starts again after a gap.
+	Resumed() <-chan struct{}
+}
+
+// alwaysRights is the Rights of a responder given none.
+type alwaysRights struct{}
+
+func (alwaysRights) Valid() bool              { return true }
+func (alwaysRights) Resumed() <-chan struct{} { return nil }
 
 // FamilyStats counts one family's traffic since New.
 type FamilyStats struct {
@@ -118,6 +144,13 @@ type FamilyStats struct {
 	Announcements uint64
 	// Errors counts frames that could not be sent.
 	Errors uint64
+	// Withheld counts replies and announcements not sent because the node
+	// had no valid right to answer at that moment (Options.Rights).
+	Withheld uint64
+	// Defences counts claims by other hosts on answered addresses that
+	// were answered with an announcement (at most one per address per
+	// 250 ms on a link).
+	Defences uint64
 }
 
 // Stats counts a Responder's traffic per family.
@@ -127,7 +160,7 @@ type Stats struct {
 }
 
 type familyCounters struct {
-	requests, replies, announcements, errors atomic.Uint64
+	requests, replies, announcements, errors, withheld, defences atomic.Uint64
 }
 
 func (c *familyCounters) load() FamilyStats {
@@ -136,6 +169,8 @@ func (c *familyCounters) load() FamilyStats {
 		Replies:       c.replies.Load(),
 		Announcements: c.announcements.Load(),
 		Errors:        c.errors.Load(),
+		Withheld:      c.withheld.Load(),
+		Defences:      c.defences.Load(),
 	}
 }
 
@@ -180,6 +215,9 @@ func New(logger *slog.Logger, opts Options) *Responder {
 	}
 	if opts.CheckInterval <= 0 {
 		opts.CheckInterval = DefaultCheckInterval
+	}
+	if opts.Rights == nil {
+		opts.Rights = alwaysRights{}
 	}
 	r := &Responder{
 		log:    logger,
@@ -288,6 +326,10 @@ func (r *Responder) event(kind EventKind, ifname string, addr netip.Addr) {
 		c.announcements.Add(1)
 	case EventError:
 		c.errors.Add(1)
+	case EventWithheld:
+		c.withheld.Add(1)
+	case EventDefence:
+		c.defences.Add(1)
 	}
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(Event{Kind: kind, Family: familyOf(addr), Interface: ifname, Addr: addr})
@@ -327,6 +369,8 @@ func (r *Responder) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
+		case <-r.opts.Rights.Resumed():
+			r.announceAll()
 		case <-tick.C:
 		case _, ok := <-linkEvents:
 			if !ok {
@@ -502,6 +546,21 @@ func (r *Responder) setStatus(name, state, why string) {
 		return
 	}
 	r.log.Warn("l2 not answering", "interface", name, "state", state, "reason", why)
+}
+
+// announceAll schedules every answered address's announcements anew: the
+// node's right to answer resumed after a gap in which due announcements
+// were withheld.
+func (r *Responder) announceAll() {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := *r.plan.Load()
+	for name, lk := range r.links {
+		for a := range p[name] {
+			lk.schedule(a, now)
+		}
+	}
 }
 
 func (r *Responder) closeAll() {

@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -146,4 +148,52 @@ func BGPDesired(plan *ipamclient.Plan, readFile func(string) ([]byte, error)) ([
 		return strings.Compare(a.Peer, b.Peer)
 	})
 	return peers, routes, errs
+}
+
+// refusalLog logs the parts of BGP plans that the reconciler or the speaker
+// refused, each once while it lasts: a refusal that the next plan repeats
+// (with the same message) is not logged again, one that goes away and
+// comes back is. Failures of GoBGP itself are logged every time.
+type refusalLog struct {
+	last map[string]bool
+}
+
+// log logs the plan's conversion errors and the speaker's Apply error.
+func (l *refusalLog) log(ctx context.Context, logger *slog.Logger, convert []error, apply error) {
+	next := map[string]bool{}
+	for _, err := range convert {
+		msg := err.Error()
+		if !l.last[msg] && !next[msg] {
+			logger.WarnContext(ctx, "ignoring part of the BGP plan", "error", err)
+		}
+		next[msg] = true
+	}
+	for _, err := range leaves(apply) {
+		if !bgp.IsRefusal(err) {
+			logger.WarnContext(ctx, "applying the BGP plan failed", "error", err)
+			continue
+		}
+		msg := err.Error()
+		if !l.last[msg] && !next[msg] {
+			logger.WarnContext(ctx, "the BGP speaker refused part of the plan", "error", err)
+		}
+		next[msg] = true
+	}
+	l.last = next
+}
+
+// leaves flattens errors.Join trees into their leaves.
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
 }

@@ -34,6 +34,12 @@ type Speaker interface {
 	Events() <-chan struct{}
 }
 
+// Installer learns which plan the responder answers from, so that the
+// node's right to answer, granted per plan, takes effect (package tenure).
+type Installer interface {
+	Installed(gen uint64)
+}
+
 // Session is the node's session with the IPAM.
 type Session interface {
 	Updates() <-chan ipamclient.Update
@@ -44,15 +50,17 @@ type Session interface {
 // Reconciler drives the responder and the speaker.
 type Reconciler struct {
 	l2       Responder
+	rights   Installer
 	speaker  Speaker
 	session  Session
 	logger   *slog.Logger
 	readFile func(string) ([]byte, error)
 }
 
-// New returns a Reconciler.
-func New(l2 Responder, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
-	return &Reconciler{l2: l2, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
+// New returns a Reconciler. rights learns each plan generation once the
+// responder answers from it.
+func New(l2 Responder, rights Installer, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
+	return &Reconciler{l2: l2, rights: rights, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
 }
 
 // Run reconciles until ctx is done. interfaces delivers the node's
@@ -62,37 +70,46 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 	var itfs []links.Interface
 	lost := false
 	var l2 map[string][]netip.Addr
-	var routes []bgp.Route
 	var reported *ipamv1.AnnouncerStatus
+	var gen uint64 // of the plan the responder answers from
+	var refusals refusalLog
 	for {
 		bgpChanged := false
+		next := gen
 		select {
 		case <-ctx.Done():
 			return nil
 		case u := <-r.session.Updates():
 			bgpChanged = plan == nil || u.Plan == nil || !sameBGP(plan, u.Plan)
-			plan, lost = u.Plan, u.Lost
+			plan, lost, next = u.Plan, u.Lost, u.Gen
 		case itfs = <-interfaces:
 			r.session.SetInterfaces(interfacesToProto(itfs))
 		case <-r.speaker.Events():
 		}
+		installed := true
 		if want := L2Desired(plan, itfs, lost); !sameL2(want, l2) {
 			if err := r.l2.Set(want); err != nil {
-				r.logger.WarnContext(ctx, "setting L2 addresses failed", "error", err)
+				// The responder still answers from the previous set: the
+				// new plan's right must not count for it.
+				r.logger.ErrorContext(ctx, "setting L2 addresses failed", "error", err)
+				installed = false
+			} else {
+				l2 = want
 			}
-			l2 = want
+		}
+		if installed && next > gen {
+			gen = next
+			r.rights.Installed(gen)
 		}
 		if bgpChanged {
 			peers, rs, errs := BGPDesired(plan, r.readFile)
-			for _, err := range errs {
-				r.logger.WarnContext(ctx, "ignoring part of the BGP plan", "error", err)
+			err := r.speaker.Apply(ctx, peers, rs)
+			if errors.Is(err, context.Canceled) {
+				err = nil
 			}
-			if err := r.speaker.Apply(ctx, peers, rs); err != nil && !errors.Is(err, context.Canceled) {
-				r.logger.WarnContext(ctx, "applying the BGP plan failed", "error", err)
-			}
-			routes = rs
+			refusals.log(ctx, r.logger, errs, err)
 		}
-		if st := status(l2, routes, r.speaker.Sessions()); !proto.Equal(st, reported) {
+		if st := status(l2, r.speaker.Sessions()); !proto.Equal(st, reported) {
 			r.session.SetStatus(st)
 			reported = st
 		}
@@ -140,8 +157,12 @@ func interfacesToProto(itfs []links.Interface) []*ipamv1.NetworkInterface {
 	return out
 }
 
-// status describes what the node announces.
-func status(l2 map[string][]netip.Addr, routes []bgp.Route, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
+// status describes what the node announces: the L2 addresses it answers
+// for, and each prefix under the peers whose established sessions the
+// speaker reports sending it (GoBGP's adj-RIB-out), not the plan's routes: a
+// route the speaker refused, or one to a peer that is down, is not
+// announced.
+func status(l2 map[string][]netip.Addr, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
 	st := &ipamv1.AnnouncerStatus{}
 	byAddr := map[netip.Addr][]string{}
 	for itf, addrs := range l2 {
@@ -153,17 +174,17 @@ func status(l2 map[string][]netip.Addr, routes []bgp.Route, sessions []bgp.Sessi
 		slices.Sort(itfs)
 		st.Announced = append(st.Announced, &ipamv1.AnnouncedAddress{Address: a.String(), Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: itfs})
 	}
-	established := map[string]bool{}
-	for _, s := range sessions {
-		established[s.Peer] = s.State == bgp.StateEstablished
-	}
 	byPrefix := map[netip.Prefix][]string{}
-	for _, r := range routes {
-		if established[r.Peer] {
-			byPrefix[r.Prefix] = append(byPrefix[r.Prefix], r.Peer)
+	for _, s := range sessions {
+		if s.State != bgp.StateEstablished {
+			continue
+		}
+		for _, p := range s.Prefixes {
+			byPrefix[p] = append(byPrefix[p], s.Peer)
 		}
 	}
 	for p, peers := range byPrefix {
+		slices.Sort(peers)
 		st.Announced = append(st.Announced, &ipamv1.AnnouncedAddress{Address: p.String(), Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: peers})
 	}
 	slices.SortFunc(st.Announced, func(a, b *ipamv1.AnnouncedAddress) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })

@@ -42,7 +42,8 @@ type Space struct {
 // range arithmetic, not an address walk: each /24 block touched by an IPv4
 // range loses its two edge addresses and leaves one fragment (.1–.254), so
 // it costs O(k) in the number k of /24 blocks and yields k fragments (256 for
-// a /16, 65,536 for a /8, 2^24 for 0.0.0.0/0).
+// a /16, 65,536 for a /8, 2^24 for 0.0.0.0/0): callers bound k (see
+// MaxBuggyBlocks).
 func NewSpace(ranges, exclusions []Range, avoidBuggy bool) (*Space, error) {
 	var b netipx.IPSetBuilder
 	for i, r := range ranges {

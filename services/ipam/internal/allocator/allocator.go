@@ -45,6 +45,10 @@ type Options struct {
 	Now func() time.Time
 	// Meter records the allocator's metrics (default: none).
 	Meter metric.Meter
+	// ListPage is how many objects one read of a listing that must see
+	// every object (the users of a config object) asks etcd for (default
+	// 1000).
+	ListPage int
 }
 
 // Allocator runs allocations, releases and renewals.
@@ -63,6 +67,9 @@ func New(idx *index.Index, store Store, logger *slog.Logger, opts Options) *Allo
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ListPage <= 0 {
+		opts.ListPage = 1000
 	}
 	return &Allocator{idx: idx, store: store, logger: logger, opts: opts, m: newMetrics(opts.Meter)}
 }

@@ -122,16 +122,11 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 		}
 		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Deletes: []ipam.Ref{ref}}
 		if inUse != nil {
-			page, err := a.store.List(ctx, users, tenant+"/", "", 100000, 0)
+			rev, err := a.checkUsers(ctx, ref, users, tenant, inUse)
 			if err != nil {
 				return err
 			}
-			for _, ev := range page.Items {
-				if inUse(ev.Value) {
-					return ipam.Refuse(ipam.ErrInUse, "%s is used by %s", ref.ID, ev.Ref.ID)
-				}
-			}
-			ch.Unchanged = []ipam.RangeCond{{From: ipam.Ref{Kind: users}, To: ipam.Ref{Kind: users}, Since: page.Revision}}
+			ch.Unchanged = []ipam.RangeCond{{From: ipam.Ref{Kind: users}, To: ipam.Ref{Kind: users}, Since: rev}}
 		}
 		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
 		rev, _, err := a.store.Commit(ctx, ch)
@@ -144,6 +139,32 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 		return err
 	}
 	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ref.ID)
+}
+
+// checkUsers refuses with ipam.ErrInUse if an object of kind users in
+// tenant uses ref, reading them all, a page at a time, at one revision,
+// which it returns.
+func (a *Allocator) checkUsers(ctx context.Context, ref ipam.Ref, users ipam.Kind, tenant string, inUse func(user any) bool) (int64, error) {
+	var rev int64
+	after := ""
+	for {
+		page, err := a.store.List(ctx, users, tenant+"/", after, a.opts.ListPage, rev)
+		if err != nil {
+			return 0, err
+		}
+		if rev == 0 {
+			rev = page.Revision
+		}
+		for _, ev := range page.Items {
+			if inUse(ev.Value) {
+				return 0, ipam.Refuse(ipam.ErrInUse, "%s is used by %s", ref.ID, ev.Ref.ID)
+			}
+		}
+		if !page.More || len(page.Items) == 0 {
+			return rev, nil
+		}
+		after = page.Items[len(page.Items)-1].Ref.ID
+	}
 }
 
 // CreateObjects stores new objects that must not exist yet, atomically:

@@ -34,8 +34,12 @@ type Index struct {
 	claims     map[netip.Addr]*claimEntry
 	holds      map[string]*holdEntry // by "tenant/id"
 	poolClaims map[string]map[netip.Addr]struct{}
-	sharing    map[shareKey]map[netip.Addr]struct{}
-	reserved   map[netip.Addr]struct{}
+	// heldIn holds, per pool name, the addresses of its claims kept for a
+	// released owner, in order: a full pool reclaims the lowest without
+	// scanning its claims (see reclaimHeld).
+	heldIn   map[string]*heldSet
+	sharing  map[shareKey]map[netip.Addr]struct{}
+	reserved map[netip.Addr]struct{}
 	// inFlight holds, per sharing key, the plan being committed that
 	// allocates under it; another plan under the key waits for it (see
 	// SharePending).
@@ -77,6 +81,7 @@ func New() *Index {
 		claims:     make(map[netip.Addr]*claimEntry),
 		holds:      make(map[string]*holdEntry),
 		poolClaims: make(map[string]map[netip.Addr]struct{}),
+		heldIn:     make(map[string]*heldSet),
 		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
 		reserved:   make(map[netip.Addr]struct{}),
 		inFlight:   make(map[shareKey]*Plan),
@@ -92,8 +97,9 @@ func New() *Index {
 }
 
 // Apply records events. An event no newer than what the index holds for its
-// object is ignored. progress, if positive, is a revision up to which the
-// caller has delivered every event (a watch's position).
+// object, or no newer than the watch's progress, is ignored. progress, if
+// positive, is a revision up to which the caller has delivered every event
+// (a watch's position); tombstones up to it are then dropped.
 func (x *Index) Apply(events []ipam.Event, progress int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -149,6 +155,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
+	x.heldIn = fresh.heldIn
 	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
 	for _, ev := range events {
 		x.apply(ev)
@@ -200,7 +207,13 @@ func (x *Index) rev(r ipam.Ref) int64 {
 }
 
 func (x *Index) apply(ev ipam.Event) {
-	if ev.Rev <= x.rev(ev.Ref) {
+	// An event at or below the watch's progress is old news: the watch
+	// delivered that revision and every later one up to progress, so the
+	// index already holds the object as it was then or since. Applying it
+	// could bring back an object deleted since, once its tombstone is
+	// pruned (a conflict's read, or a commit, applied after the watch
+	// delivered a later delete).
+	if ev.Rev <= x.progress || ev.Rev <= x.rev(ev.Ref) {
 		return
 	}
 	if ev.Value == nil || ev.Deleted {
@@ -291,6 +304,14 @@ func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
 		x.poolClaims[c.Pool] = set
 	}
 	set[addr] = struct{}{}
+	if c.HeldFor != "" {
+		h := x.heldIn[c.Pool]
+		if h == nil {
+			h = newHeldSet()
+			x.heldIn[c.Pool] = h
+		}
+		h.of(addr).Put(addr)
+	}
 	if p, ok := x.pools[c.Pool]; ok {
 		p.take(addr)
 		p.count(addr, true)
@@ -312,6 +333,12 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	delete(x.claims, addr)
 	c := e.c
 	delete(x.poolClaims[c.Pool], addr)
+	if h := x.heldIn[c.Pool]; c.HeldFor != "" && h != nil {
+		h.of(addr).Take(addr)
+		if h.empty() {
+			delete(x.heldIn, c.Pool)
+		}
+	}
 	p, hasPool := x.pools[c.Pool]
 	if hasPool {
 		p.count(addr, false)

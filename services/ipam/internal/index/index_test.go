@@ -18,7 +18,7 @@ var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func pool(t *testing.T, name string, ranges ...string) *ipam.Pool {
+func pool(t testing.TB, name string, ranges ...string) *ipam.Pool {
 	t.Helper()
 	p := &ipam.Pool{Name: name, AutoAssign: true}
 	for _, s := range ranges {
@@ -81,9 +81,11 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 	if diff := cmp.Diff(addrs("192.0.2.1"), p3.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("third: %s", diff)
 	}
-	// The plan's conditions: allocation and claim absent, pool at its revision.
+	// The plan's conditions: allocation, owner's hold and claim absent,
+	// pool at its revision.
 	want := []ipam.Cond{
 		{Ref: RefOf(ipam.KindAllocation, "c1", ipam.AllocationID("three"))},
+		{Ref: RefOf(ipam.KindHold, "c1", ipam.AllocationID("three"))},
 		{Ref: ipam.Ref{Kind: ipam.KindPool, ID: "web"}, Rev: 1},
 		{Ref: ClaimRef(netip.MustParseAddr("192.0.2.1"))},
 	}

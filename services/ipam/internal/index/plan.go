@@ -67,8 +67,9 @@ func RefOf(kind ipam.Kind, tenant, id string) ipam.Ref {
 	return ipam.Ref{Kind: kind, ID: tenant + "/" + id}
 }
 
-// ClaimRef returns the ref of the claim of an address.
-func ClaimRef(a netip.Addr) ipam.Ref { return ipam.Ref{Kind: ipam.KindClaim, ID: a.String()} }
+// ClaimRef returns the ref of the claim of an address (of an IPv4-mapped
+// IPv6 address, its IPv4 form's).
+func ClaimRef(a netip.Addr) ipam.Ref { return ipam.Ref{Kind: ipam.KindClaim, ID: a.Unmap().String()} }
 
 // builder accumulates a plan under the index lock.
 type builder struct {
@@ -130,6 +131,11 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	b.plan.Alloc = &a
 	allocRef := RefOf(ipam.KindAllocation, a.Tenant, a.ID)
 	b.cond(allocRef) // must not exist: the index has no revision for it
+	// The owner's hold, as the index knows it (absent: must not exist), so
+	// that an index that has not seen a release with a hold yet learns of
+	// it from the conflict instead of handing out a new address while the
+	// held one leaks until the hold ends.
+	b.cond(RefOf(ipam.KindHold, req.Tenant, req.ID))
 
 	hold, hasHold := x.holds[id]
 	var err error
@@ -292,10 +298,12 @@ func (b *builder) endHold(h *ipam.Hold, keep []netip.Addr) {
 		}
 		c, ok := b.x.claims[addr]
 		switch {
-		case !ok:
-			b.cond(ClaimRef(addr)) // a stale index must not leave it behind
-		case c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0:
+		case ok && c.c.HeldFor == h.Allocation.ID && len(c.c.Holders) == 0:
 			b.del(ClaimRef(addr))
+		default:
+			// Not held for h as the index sees it: commit only if that is
+			// still so, so that a stale index cannot leave it behind.
+			b.cond(ClaimRef(addr))
 		}
 	}
 }
@@ -488,20 +496,18 @@ func (b *builder) shareable(p *poolEntry, a *ipam.Allocation, f ipam.Family) (ne
 
 // reclaimHeld plans taking addresses kept for released owners when a pool
 // has nothing else: the lowest held address per family, ending its hold.
+//
+// Cost: O(log n) in the pool's held addresses (see Index.heldIn), under
+// the index's lock: no scan of the pool's claims.
 func (b *builder) reclaimHeld(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) bool {
+	h := b.x.heldIn[p.pool.Name]
+	if h == nil {
+		return false
+	}
 	var picks []netip.Addr
 	for _, f := range fams {
-		var best netip.Addr
-		for addr := range b.x.poolClaims[p.pool.Name] {
-			c := b.x.claims[addr]
-			if c == nil || c.c.HeldFor == "" || ipam.FamilyOf(addr) != f || slices.Contains(picks, addr) {
-				continue
-			}
-			if !best.IsValid() || addr.Less(best) {
-				best = addr
-			}
-		}
-		if !best.IsValid() {
+		best, ok := h.lowest(f)
+		if !ok {
 			return false
 		}
 		picks = append(picks, best)

@@ -24,6 +24,9 @@ var (
 	ErrTooMuchContention = errors.New("too much contention")
 	ErrResumeTooOld      = errors.New("resume token too old")
 	ErrNoLongerExpiring  = errors.New("allocation has no ttl")
+	// ErrTooLarge is a change bigger than one etcd transaction may carry
+	// (bytes or operations).
+	ErrTooLarge = errors.New("request too large")
 	// ErrConflict means a change's preconditions no longer held when it
 	// was committed; the caller plans again.
 	ErrConflict = errors.New("conflict")

@@ -152,13 +152,15 @@ func (c *compiled) routesFor(n int, p netip.Prefix, acc *contrib) []ipam.PlanRou
 }
 
 // routesVia appends to dst node n's routes for p through the advertisements
-// in ads (which already select n).
+// in ads (which already select n), to the peers that select n and whose
+// sessions carry p's family: an IPv4 prefix goes to IPv4 peers only, an IPv6
+// prefix to IPv6 peers only.
 func (c *compiled) routesVia(n int, p netip.Prefix, ads bitset, dst []ipam.PlanRoute) []ipam.PlanRoute {
 	if ads.empty() {
 		return dst
 	}
 	for pi, peer := range c.peers {
-		if !peer.match[n] {
+		if !peer.match[n] || !peer.carries(p) {
 			continue
 		}
 		via := ads.and(c.peerAds[pi])

@@ -36,6 +36,11 @@ func bgpInput(t *testing.T) *Input {
 	}
 }
 
+// peer6 is an eBGP peer r6 at an IPv6 address, for every node.
+func peer6() *ipam.BGPPeer {
+	return &ipam.BGPPeer{Tenant: tenant, ID: "r6", MyASN: 64500, PeerASN: 65000, PeerAddress: addr("2001:db8:ff::6")}
+}
+
 // rt is a route without attributes.
 func rt(prefix, peer string) ipam.PlanRoute { return ipam.PlanRoute{Prefix: pfx(prefix), Peer: peer} }
 
@@ -97,8 +102,9 @@ func TestPlansRoutes(t *testing.T) {
 			in.BGP[0].AggregationLengthV6 = 64
 			in.BGP[0].NodeSelectors = sels("rack", "b")
 			in.Allocations = append(in.Allocations, alloc("a6", "v6", "2001:db8::5"))
+			in.Peers = append(in.Peers, peer6())
 		}, map[string][]ipam.PlanRoute{
-			"n2": {rt("192.0.2.0/24", "r2"), rt("2001:db8::/64", "r2")},
+			"n2": {rt("192.0.2.0/24", "r2"), rt("2001:db8::/64", "r6")},
 		}},
 		{"communities: literals, aliases, large, union of advertisements", func(in *Input) {
 			in.BGP[0].Communities = []string{"64500:2", "no-export", "64500:1", "bogus", "large:1:2:3"}
@@ -127,13 +133,14 @@ func TestPlansRoutes(t *testing.T) {
 			in.BGP[0].Communities = []string{"1:1"}
 			in.BGP[0].OwnerSelectors = sels("app", "web")
 			in.BGP = append(in.BGP, &ipam.BGPAdvertisement{Tenant: tenant, ID: "adv2", AggregationLength: 24,
-				Peers: []string{"r2"}, Communities: []string{"2:2"}, NodeSelectors: sels("rack", "a")})
+				Peers: []string{"r2", "r6"}, Communities: []string{"2:2"}, NodeSelectors: sels("rack", "a")})
+			in.Peers = append(in.Peers, peer6())
 			in.Allocations[0].OwnerLabels = labels("app", "web")
 			in.Allocations = append(in.Allocations,
 				local(alloc("a2", "web", "192.0.2.2"), "n2"),
 				alloc("a3", "v6", "2001:db8::3"))
 		}, map[string][]ipam.PlanRoute{
-			"n1": {rtc("192.0.2.0/24", "r2", 0, []uint32{1<<16 | 1, 2<<16 | 2}), rtc("2001:db8::3/128", "r2", 0, []uint32{2<<16 | 2})},
+			"n1": {rtc("192.0.2.0/24", "r2", 0, []uint32{1<<16 | 1, 2<<16 | 2}), rtc("2001:db8::3/128", "r6", 0, []uint32{2<<16 | 2})},
 			"n2": {rtc("192.0.2.0/24", "r2", 0, []uint32{1<<16 | 1})},
 		}},
 		{"no peers", func(in *Input) { in.Peers = nil }, nil},
@@ -217,5 +224,91 @@ func TestPlansL2(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got, planOpts()); diff != "" {
 		t.Errorf("L2 (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlansRoutesFamilies: a route goes to a peer only when the prefix's
+// family is the family of the peer's session (its address's), whatever the
+// advertisement's peer list says.
+func TestPlansRoutesFamilies(t *testing.T) {
+	dual := func(in *Input) {
+		in.Pools["dual"] = pool(t, "dual", []string{"192.0.2.0/24", "2001:db8::/64"})
+		in.Peers = []*ipam.BGPPeer{
+			{Tenant: tenant, ID: "r4", MyASN: 64500, PeerASN: 65000, PeerAddress: addr("198.51.100.4")},
+			peer6(),
+		}
+		in.Allocations = []*ipam.Allocation{alloc("a1", "dual", "192.0.2.1", "2001:db8::1")}
+	}
+	tests := []struct {
+		name   string
+		change func(in *Input)
+		want   map[string][]ipam.PlanRoute
+	}{
+		{"no peer list: each family to its own peers", func(in *Input) {}, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+			"n2": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+		}},
+		{"peer list naming both", func(in *Input) { in.BGP[0].Peers = []string{"r4", "r6"} }, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+			"n2": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+		}},
+		{"peer list naming only the IPv4 peer: no IPv6 route", func(in *Input) { in.BGP[0].Peers = []string{"r4"} }, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.1/32", "r4")},
+			"n2": {rt("192.0.2.1/32", "r4")},
+		}},
+		{"only IPv6 peers: no IPv4 route", func(in *Input) { in.Peers = in.Peers[1:] }, map[string][]ipam.PlanRoute{
+			"n1": {rt("2001:db8::1/128", "r6")},
+			"n2": {rt("2001:db8::1/128", "r6")},
+		}},
+		{"aggregated", func(in *Input) {
+			in.BGP[0].AggregationLength = 24
+			in.BGP[0].AggregationLengthV6 = 64
+		}, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.0/24", "r4"), rt("2001:db8::/64", "r6")},
+			"n2": {rt("192.0.2.0/24", "r4"), rt("2001:db8::/64", "r6")},
+		}},
+		{"local policy", func(in *Input) { local(in.Allocations[0], "n2") }, map[string][]ipam.PlanRoute{
+			"n2": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+		}},
+		{"local allocations of two nodes in one aggregate", func(in *Input) {
+			in.BGP[0].AggregationLength = 24
+			in.BGP[0].AggregationLengthV6 = 64
+			in.Allocations = append(in.Allocations, local(alloc("a2", "dual", "192.0.2.2", "2001:db8::2"), "n2"))
+			in.BGP = append(in.BGP, &ipam.BGPAdvertisement{Tenant: tenant, ID: "adv2", AggregationLength: 24,
+				AggregationLengthV6: 64, Communities: []string{"2:2"}})
+			in.Allocations[0].TrafficPolicy, in.Allocations[0].EndpointNodes = ipam.TrafficLocal, []string{"n1"}
+		}, map[string][]ipam.PlanRoute{
+			"n1": {rtc("192.0.2.0/24", "r4", 0, []uint32{2<<16 | 2}), rtc("2001:db8::/64", "r6", 0, []uint32{2<<16 | 2})},
+			"n2": {rtc("192.0.2.0/24", "r4", 0, []uint32{2<<16 | 2}), rtc("2001:db8::/64", "r6", 0, []uint32{2<<16 | 2})},
+		}},
+		{"peer without a valid address gets nothing", func(in *Input) {
+			in.Peers = append(in.Peers, &ipam.BGPPeer{Tenant: tenant, ID: "r0", MyASN: 1, PeerASN: 2})
+		}, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+			"n2": {rt("192.0.2.1/32", "r4"), rt("2001:db8::1/128", "r6")},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := bgpInput(t)
+			dual(in)
+			tt.change(in)
+			plans := Plans(in, nil)
+			got := map[string][]ipam.PlanRoute{}
+			for name, p := range plans {
+				if len(p.Routes) > 0 {
+					got[name] = p.Routes
+				}
+				if one := Plan(in, nil, name); !cmp.Equal(one.Routes, p.Routes, planOpts()) {
+					t.Errorf("Plan(%s) routes differ from Plans': %s", name, cmp.Diff(p.Routes, one.Routes, planOpts()))
+				}
+			}
+			if diff := cmp.Diff(tt.want, got, planOpts()); diff != "" {
+				t.Errorf("routes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(refRoutes(in), got, planOpts()); diff != "" {
+				t.Errorf("routes differ from the reference (-ref +got):\n%s", diff)
+			}
+		})
 	}
 }

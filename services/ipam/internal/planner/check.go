@@ -45,6 +45,10 @@ const (
 	// ReasonNoCommonNode: no known node is selected both by a BGP
 	// advertisement and by one of its peers, so it announces nothing.
 	ReasonNoCommonNode = "NoCommonNode"
+	// ReasonNoPeerOfFamily: a BGP advertisement selects a pool with
+	// addresses of a family (IPv4 or IPv6) that none of its peers' sessions
+	// carries, so it announces those addresses nowhere.
+	ReasonNoPeerOfFamily = "NoPeerOfFamily"
 	// ReasonNoMatchingNode: a node selector selects no known node.
 	ReasonNoMatchingNode = "NoMatchingNode"
 	// ReasonNoMatchingInterface: no node an L2 advertisement selects has
@@ -182,7 +186,39 @@ func (c *compiled) checkBGP(add addFunc) {
 				c.checkAggregation(add, res, b, id)
 			}
 		}
-		c.checkCommonNode(add, res, b, selected)
+		if !c.checkCommonNode(add, res, b, selected) {
+			c.checkFamilies(add, res, b, selected)
+		}
+	}
+}
+
+// checkFamilies reports, per family, the selected pools with addresses of
+// that family when none of the advertisement's peers is of it: a session
+// carries its peer address's family only.
+func (c *compiled) checkFamilies(add addFunc, res string, b *bgpAd, pools []string) {
+	has4, has6 := false, false
+	for _, p := range b.peers {
+		has4 = has4 || c.peers[p].v4
+		has6 = has6 || c.peers[p].v6
+	}
+	var miss4, miss6 []string
+	for _, id := range pools {
+		ps := c.prefixesOfPool(id)
+		if !has4 && slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+			miss4 = append(miss4, id)
+		}
+		if !has6 && slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+			miss6 = append(miss6, id)
+		}
+	}
+	for _, m := range []struct {
+		family string
+		pools  []string
+	}{{"IPv4", miss4}, {"IPv6", miss6}} {
+		if len(m.pools) > 0 {
+			add(res, ReasonNoPeerOfFamily, "none of its peers is at an %s address, and a session carries its peer address's family only: the %s addresses of pools %s are announced nowhere by it",
+				m.family, m.family, strings.Join(m.pools, ", "))
+		}
 	}
 }
 
@@ -205,18 +241,18 @@ func (c *compiled) checkAggregation(add addFunc, res string, b *bgpAd, pool stri
 }
 
 // checkCommonNode reports an advertisement that no known node announces
-// to any of its peers.
-func (c *compiled) checkCommonNode(add addFunc, res string, b *bgpAd, pools []string) {
+// to any of its peers, and whether it did.
+func (c *compiled) checkCommonNode(add addFunc, res string, b *bgpAd, pools []string) bool {
 	what := "its addresses are announced nowhere by it"
 	if len(pools) > 0 {
 		what = fmt.Sprintf("pools %s are announced nowhere by it", strings.Join(pools, ", "))
 	}
 	if len(b.peers) == 0 {
 		add(res, ReasonNoCommonNode, "it has no existing peer: %s", what)
-		return
+		return true
 	}
 	if len(c.nodes) == 0 {
-		return
+		return false
 	}
 	for n := range c.nodes {
 		if !b.match[n] {
@@ -224,7 +260,7 @@ func (c *compiled) checkCommonNode(add addFunc, res string, b *bgpAd, pools []st
 		}
 		for _, p := range b.peers {
 			if c.peers[p].match[n] {
-				return
+				return false
 			}
 		}
 	}
@@ -234,6 +270,7 @@ func (c *compiled) checkCommonNode(add addFunc, res string, b *bgpAd, pools []st
 	}
 	add(res, ReasonNoCommonNode, "no known node is selected both by its node selectors and by those of its peers (%s): %s",
 		strings.Join(ids, ", "), what)
+	return true
 }
 
 // checkLocalPref reports pairs of advertisements that give one prefix

@@ -29,12 +29,23 @@ func TestCheck(t *testing.T) {
 			in.BGP[0].NodeSelectors = sels("rack", "b")
 			in.BGP[0].Peers = []string{"r2"}
 			in.Nodes = in.Nodes[3:] // only n4, dead, in rack b
-		}, []Warning{w("bgpPeers/r1", ReasonNoMatchingNode)}, ""},
+		}, []Warning{w("bgpAdvertisements/adv", ReasonNoPeerOfFamily), w("bgpPeers/r1", ReasonNoMatchingNode)}, ""},
 		{"no node known: node checks skipped", func(in *Input) {
 			in.BGP[0].NodeSelectors = sels("rack", "z")
 			in.Nodes = nil
 		}, nil, ""},
 		{"no peer at all", func(in *Input) { in.Peers = nil }, []Warning{w("bgpAdvertisements/adv", ReasonNoCommonNode)}, "no existing peer"},
+		{"no IPv6 peer for a pool with IPv6 addresses", func(in *Input) {
+			in.Pools["dual"] = pool(t, "dual", []string{"203.0.113.0/28", "2001:db8:2::/124"})
+			in.BGP[0].Pools = []string{"dual", "web"}
+			in.BGP[0].Peers = []string{"r1", "r2"}
+			in.BGP = append(in.BGP, &ipam.BGPAdvertisement{Tenant: tenant, ID: "adv2", Pools: []string{"v6"}, Peers: []string{"r6"}},
+				&ipam.BGPAdvertisement{Tenant: tenant, ID: "adv3", Pools: []string{"dual"}, Peers: []string{"r6"}})
+		}, []Warning{w("bgpAdvertisements/adv", ReasonNoPeerOfFamily), w("bgpAdvertisements/adv3", ReasonNoPeerOfFamily)},
+			"the IPv6 addresses of pools dual are announced nowhere by it"},
+		{"only IPv6 peers in the tenant", func(in *Input) { in.Peers = []*ipam.BGPPeer{peer6()} }, []Warning{
+			w("bgpAdvertisements/adv", ReasonNoPeerOfFamily),
+		}, "the IPv4 addresses of pools rng, web are announced nowhere by it"},
 		{"unknown pool and peer", func(in *Input) {
 			in.BGP[0].Pools = []string{"web", "gone"}
 			in.BGP[0].Peers = []string{"r2", "nope"}
@@ -78,6 +89,7 @@ func TestCheck(t *testing.T) {
 			)
 		}, []Warning{
 			w("bgpAdvertisements/adv", ReasonConflictingLocalPref), w("bgpAdvertisements/adv2", ReasonConflictingLocalPref),
+			w("bgpAdvertisements/adv3", ReasonNoPeerOfFamily), // r2 only: pool v6 nowhere
 		}, "give 1 prefixes (first 192.0.2.1/32) different local preferences (100, 200): 100 is used"},
 		{"L2 advertisement selecting no node or interface", func(in *Input) {
 			in.L2 = []*ipam.L2Advertisement{
@@ -90,6 +102,7 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := bgpInput(t)
+			in.Peers = append(in.Peers, peer6())
 			tt.change(in)
 			got := Check(in)
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(Warning{}, "Message")); diff != "" {

@@ -83,6 +83,17 @@ type peerInfo struct {
 	bfd   *ipam.BFDProfile
 	match []bool // match[n]: the peer's node selectors select node n
 	ibgp  bool   // LOCAL_PREF applies
+	// v4, v6: the session carries IPv4, IPv6 unicast routes; the session's
+	// family is its peer address's.
+	v4, v6 bool
+}
+
+// carries reports whether the peer's session carries routes of p's family.
+func (pi *peerInfo) carries(p netip.Prefix) bool {
+	if p.Addr().Is4() {
+		return pi.v4
+	}
+	return pi.v6
 }
 
 // compile prepares in. Cost: O(N log N + N·(L+B+P)) selector evaluations
@@ -121,7 +132,8 @@ func compile(in *Input) *compiled {
 	slices.SortFunc(peers, func(a, b *ipam.BGPPeer) int { return strings.Compare(a.ID, b.ID) })
 	for i, p := range peers {
 		c.peerIdx[p.ID] = i
-		pi := &peerInfo{p: p, match: c.matchNodes(p.NodeSelectors), ibgp: p.MyASN == p.PeerASN}
+		a := p.PeerAddress.Unmap()
+		pi := &peerInfo{p: p, match: c.matchNodes(p.NodeSelectors), ibgp: p.MyASN == p.PeerASN, v4: a.Is4(), v6: a.Is6()}
 		if p.BFDProfile != "" {
 			pi.bfd = in.BFD[p.BFDProfile]
 		}

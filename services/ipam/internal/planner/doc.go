@@ -15,7 +15,8 @@
 // The semantics are MetalLB's (advertisements select pools by ID or label
 // and owners by label, node selectors on advertisements and peers, LOCAL
 // traffic policy announcing only from endpoint nodes, aggregation,
-// communities and local preference), plus L2 node priorities and sticky,
+// communities and local preference; a prefix goes only to peers whose
+// address is of its family), plus L2 node priorities and sticky,
 // rendezvous-hashed L2 ownership. L2Owners, Plans, Check and Affected
 // document the rules.
 //

@@ -155,11 +155,15 @@ func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan, want func(n int) 
 	for _, p := range prefixes {
 		x := acc[p]
 		if !x.cluster.empty() {
+			// Templates depend on the family too: peers carry one.
 			k := x.cluster.key()
+			if p.Addr().Is6() {
+				k = "6" + k
+			}
 			for _, cl := range classes {
 				t, ok := cl.tmpl[k]
 				if !ok {
-					t = c.routesVia(cl.rep, netip.Prefix{}, x.cluster.and(cl.ads), nil)
+					t = c.routesVia(cl.rep, p, x.cluster.and(cl.ads), nil)
 					cl.tmpl[k] = t
 				}
 				for _, r := range t {

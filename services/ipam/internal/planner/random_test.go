@@ -70,6 +70,7 @@ func (g *gen) input(nodes, allocs int) *Input {
 			asn = 65000
 		}
 		p := &ipam.BGPPeer{Tenant: tenant, ID: fmt.Sprintf("r%d", i), MyASN: 64500, PeerASN: asn,
+			PeerAddress:   netip.MustParseAddr(g.pick("192.0.2.1", "2001:db8:ff::1")),
 			NodeSelectors: g.maybeSels("rack", racks()...)}
 		if g.p(0.5) {
 			p.BFDProfile = g.pick("fast", "gone")

@@ -139,6 +139,9 @@ func refRoutes(in *Input) map[string][]ipam.PlanRoute {
 						if len(ad.Peers) > 0 && !slices.Contains(ad.Peers, p.ID) || !selector.AnyMatches(p.NodeSelectors, n.Labels) {
 							continue
 						}
+						if prefix.Addr().Is4() != p.PeerAddress.Unmap().Is4() || !p.PeerAddress.IsValid() {
+							continue // the session carries the peer address's family only
+						}
 						k := key{n.Name, prefix, p.ID}
 						r := routes[k]
 						if r == nil {

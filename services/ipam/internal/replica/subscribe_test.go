@@ -300,3 +300,53 @@ func TestSubscribeSilentAnnouncerEnds(t *testing.T) {
 		return status.Code(err) == codes.NotFound
 	})
 }
+
+// TestSubscribeHeartbeatAcks: every numbered heartbeat is acknowledged
+// with its number and a right no longer than twice the heartbeat interval
+// (shorter than the three missed heartbeats after which the IPAM ends a
+// silent node's session); an unnumbered one grants nothing.
+func TestSubscribeHeartbeatAcks(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	const hb = 100 * time.Millisecond
+	n := startNode(t, env.client, replica.Options{Heartbeat: hb})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := ctxT(t)
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(m *ipamv1.SubscribeRequest) {
+		t.Helper()
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{Parent: "tenants/c1", Node: "n1"}}})
+	send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
+	var got []uint64
+	for seq := uint64(1); seq <= 5; seq++ {
+		send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{Sequence: seq}}})
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack := resp.GetHeartbeatAck()
+			if ack == nil {
+				continue
+			}
+			if d := ack.GetValidFor().AsDuration(); d <= 0 || d > 2*hb {
+				t.Errorf("heartbeat %d: right of %v, want more than 0 and at most %v", ack.GetSequence(), d, 2*hb)
+			}
+			got = append(got, ack.GetSequence())
+			break
+		}
+	}
+	if diff := cmp.Diff([]uint64{1, 2, 3, 4, 5}, got); diff != "" {
+		t.Errorf("acknowledged heartbeats (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -60,4 +61,32 @@ func TestUpdateAllocation(t *testing.T) {
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"addresses"}},
 	})
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+// An update too large for one etcd transaction fails alone and says so;
+// the allocation is left as it was.
+func TestUpdateAllocationTooLarge(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	mustPool(t, n, "big", &ipamv1.Pool{Ranges: []string{"203.0.113.8/29"}})
+	web := mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/web"})
+	nodes := make([]string, 8000)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("%0200d", i)
+	}
+	_, err := n.allocs.UpdateAllocation(ctxT(t), &ipamv1.UpdateAllocationRequest{
+		Allocation: &ipamv1.Allocation{Name: web.GetName(), EndpointNodes: nodes},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"endpoint_nodes"}},
+	})
+	wantStatus(t, err, codes.InvalidArgument, "KiB")
+	if got := reason(err); got != "REQUEST_TOO_LARGE" {
+		t.Errorf("reason %q, want REQUEST_TOO_LARGE", got)
+	}
+	got, err := n.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: web.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetAllocation().GetEtag() != web.GetEtag() {
+		t.Errorf("etag %s after the refused update, want %s", got.GetAllocation().GetEtag(), web.GetEtag())
+	}
 }

@@ -100,6 +100,20 @@ func TestValidation(t *testing.T) {
 		{"create: not a range", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"198.51.100.0/28", "nonsense"} })), []string{"pool.ranges[1]"}, ""},
 		{"create: reversed range", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"198.51.100.9-198.51.100.2"} })), []string{"pool.ranges[0]"}, ""},
 		{"create: ranges overlap", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"198.51.100.0/28", "198.51.100.8"} })), []string{"pool.ranges[1]"}, "ranges[0]"},
+		{"create: loopback", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"198.51.100.0/28", "127.0.0.0/30"} })), []string{"pool.ranges[1]"}, "loopback"},
+		{"create: this network", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"0.0.0.0-0.0.0.3"} })), []string{"pool.ranges[0]"}, "0.0.0.0/8"},
+		{"create: everything", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"0.0.0.0/0"}; p.AvoidBuggyIps = true })), []string{"pool.ranges[0]", "pool.avoid_buggy_ips"}, "0.0.0.0/8"},
+		{"create: link-local", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"169.254.0.0/28"} })), []string{"pool.ranges[0]"}, "link-local"},
+		{"create: multicast", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"239.0.0.0/28"} })), []string{"pool.ranges[0]"}, "multicast"},
+		{"create: broadcast", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"255.255.255.255"} })), []string{"pool.ranges[0]"}, "broadcast"},
+		{"create: v6 loopback", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"::1"} })), []string{"pool.ranges[0]"}, "loopback"},
+		{"create: v6 link-local", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"fe80::/120"} })), []string{"pool.ranges[0]"}, "link-local"},
+		{"create: v6 multicast", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"ff05::/120"} })), []string{"pool.ranges[0]"}, "multicast"},
+		{"create: v4-mapped", createPool("p", pool(func(p *ipamv1.Pool) { p.Ranges = []string{"::fffe:ffff:ffff-::1:0:0:0"} })), []string{"pool.ranges[0]"}, "IPv4-mapped"},
+		{"create: avoid_buggy_ips over more than a /8", createPool("p", pool(func(p *ipamv1.Pool) {
+			p.Ranges = []string{"10.0.0.0-11.0.0.255"}
+			p.AvoidBuggyIps = true
+		})), []string{"pool.avoid_buggy_ips"}, "65536"},
 		{"create: bad exclusion", createPool("p", pool(func(p *ipamv1.Pool) { p.Exclusions = []string{"198.51.100.1", "198.51.100.300"} })), []string{"pool.exclusions[1]"}, ""},
 		{"create: bad tenant", createPool("p", pool(func(p *ipamv1.Pool) { p.Tenants = []string{"c1", "Bad Tenant"} })), []string{"pool.tenants[1]"}, ""},
 		{"create: tenant starting with upper case", createPool("p", pool(func(p *ipamv1.Pool) { p.Tenants = []string{"C1"} })), []string{"pool.tenants[0]"}, ""},

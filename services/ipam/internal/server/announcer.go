@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,6 +30,12 @@ type announcerService struct {
 // dies without revoking (etcd counts whole seconds; 2 s is its practical
 // minimum). A live replica revokes at once when the session ends.
 const nodeLeaseTTL = 2 * time.Second
+
+// errNodeEnded marks a session that the announcer's side ended: its stream
+// was closed or its connection broke. An announcer gives up its L2 rights
+// before it closes its stream, and a dead one answers nothing, so its
+// addresses may move at once.
+var errNodeEnded = errors.New("the announcer ended its stream")
 
 // nodeNameRule is the rule validNodeName checks, for error messages.
 const nodeNameRule = "must be a node name: a DNS subdomain of at most 253 characters, dot-separated parts of 1-63 lower-case letters, digits and '-' that start and end with a letter or digit"
@@ -109,6 +116,8 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	if err != nil {
 		return toStatus(ctx, a.s.logger, method, err)
 	}
+	granted := newRights(2*a.s.heartbeat, lease)
+	var ended error // why the session ended, once it has
 	defer func() {
 		select {
 		case <-a.s.stopping:
@@ -118,6 +127,15 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
+		// The stream's own context ends when the announcer cancels its
+		// call or its connection closes (a killed process's kernel closes
+		// it): the node ended the session.
+		if !errors.Is(ended, errNodeEnded) && ctx.Err() == nil {
+			// The node may still be answering on the rights it was
+			// granted: its addresses move only once they have ended. A
+			// node that closed its own stream gave its rights up first.
+			granted.wait(rctx)
+		}
 		if err := lease.Revoke(rctx); err != nil {
 			a.s.logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", node.Name, "error", err)
 		}
@@ -139,19 +157,35 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 
 	g, gctx := errgroup.WithContext(ctx)
 	beats := make(chan struct{}, 1)
+	hb := durationpb.New(a.s.heartbeat)
+	var sendMu sync.Mutex
+	send := func(resp *ipamv1.SubscribeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(resp)
+	}
 	g.Go(func() error {
 		if err := lease.KeepAlive(gctx); err != nil {
 			return fmt.Errorf("node lease: %w", err)
 		}
 		return nil
 	})
+	var lastSeq atomic.Uint64 // the newest numbered heartbeat received
 	g.Go(func() error {
 		select {
 		case <-gctx.Done():
 			return nil
 		case <-a.s.stopping:
-			return errStopping
 		}
+		// The lease is left to expire: nobody moves the node's addresses
+		// before it does, so the node may answer until then, through a
+		// restart of this replica that is over before it.
+		if seq := lastSeq.Load(); seq > 0 {
+			d := granted.farewell(time.Now())
+			a.s.logger.InfoContext(ctx, "replica stopping: granting the node its L2 right until its lease may expire", "node", node.Name, "right", d)
+			_ = send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb, HeartbeatAck: &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(d)}})
+		}
+		return errStopping
 	})
 	g.Go(func() error { // heartbeat watchdog
 		limit := 3 * a.s.heartbeat
@@ -168,17 +202,27 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	g.Go(func() error { // what the announcer sends
+	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
+	g.Go(func() error {          // what the announcer sends
 		for {
 			msg, err := stream.Recv()
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errNodeEnded, err)
 			}
 			select {
 			case beats <- struct{}{}:
 			default:
 			}
 			switch b := msg.GetBody().(type) {
+			case *ipamv1.SubscribeRequest_Heartbeat:
+				if seq := b.Heartbeat.GetSequence(); seq > 0 {
+					lastSeq.Store(seq)
+					select { // replace an older one not yet sent
+					case <-acks:
+					default:
+					}
+					acks <- seq
+				}
 			case *ipamv1.SubscribeRequest_Status:
 				nodeMu.Lock()
 				node.Announced, node.Sessions = statusFromProto(b.Status)
@@ -201,13 +245,6 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	hb := durationpb.New(a.s.heartbeat)
-	var sendMu sync.Mutex
-	send := func(resp *ipamv1.SubscribeResponse) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(resp)
-	}
 	g.Go(func() error { // what the announcer is sent
 		for {
 			snap, delta, ok := sess.Next(gctx)
@@ -225,17 +262,22 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			}
 		}
 	})
-	g.Go(func() error { // heartbeats, so the announcer can tell how long it has been cut off
+	g.Go(func() error { // heartbeats, and the acknowledgements that grant L2 rights
 		t := time.NewTicker(a.s.heartbeat)
 		defer t.Stop()
 		for {
+			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb}
 			select {
 			case <-gctx.Done():
 				return nil
 			case <-t.C:
-				if err := send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb}); err != nil {
-					return err
-				}
+			case seq := <-acks:
+				// Sent after every plan message before it on the stream:
+				// the right covers what the node was sent so far.
+				resp.HeartbeatAck = &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(granted.grant(time.Now()))}
+			}
+			if err := send(resp); err != nil {
+				return err
 			}
 		}
 	})
@@ -247,8 +289,9 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	// stream, which ends the receiver's Recv.
 	<-gctx.Done()
 	err = context.Cause(gctx)
+	ended = err
 	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, errNodeEnded) {
 		return nil
 	}
 	if _, ok := status.FromError(err); ok {

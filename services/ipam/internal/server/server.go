@@ -58,6 +58,9 @@ type Creations interface {
 // NodeLease ties an announcer's registration to its session.
 type NodeLease interface {
 	KeepAlive(ctx context.Context) error
+	// AliveUntil is a time before which the lease cannot have expired
+	// unless revoked.
+	AliveUntil() time.Time
 	Revoke(ctx context.Context) error
 	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
 }

@@ -34,6 +34,7 @@ var codeOf = []struct {
 	{ipam.ErrOwnerConflict, codes.FailedPrecondition, "OWNER_HOLDS_OTHER_ALLOCATION"},
 	{ipam.ErrNoLongerExpiring, codes.FailedPrecondition, "NO_TTL"},
 	{ipam.ErrRequestIDReused, codes.InvalidArgument, "REQUEST_ID_REUSED"},
+	{ipam.ErrTooLarge, codes.InvalidArgument, "REQUEST_TOO_LARGE"},
 	{ipam.ErrEtagMismatch, codes.Aborted, "ETAG_MISMATCH"},
 	{ipam.ErrTooMuchContention, codes.Aborted, "CONTENTION"},
 	{ipam.ErrConflict, codes.Aborted, "CONTENTION"},

@@ -139,6 +139,14 @@ func poolFromProto(fes *ipam.FieldErrors, prefix, id string, in *ipamv1.Pool) *i
 		fes.Add(prefix+".description", "must be at most %d bytes", maxDescription)
 	}
 	p.Ranges = parseRanges(fes, prefix+".ranges", in.GetRanges(), true)
+	for i, r := range p.Ranges {
+		if b, ok := addrspace.ReservedIn(r); ok {
+			fes.Add(fmt.Sprintf("%s.ranges[%d]", prefix, i), "reaches into %s (%s addresses), which no pool may hand out", b.Prefix, b.Name)
+		}
+	}
+	if n := addrspace.Blocks24(p.Ranges); p.AvoidBuggyIPs && n > addrspace.MaxBuggyBlocks {
+		fes.Add(prefix+".avoid_buggy_ips", "the IPv4 ranges span %d /24 blocks; avoid_buggy_ips allows at most %d (a /8), each a fragment kept in memory", n, addrspace.MaxBuggyBlocks)
+	}
 	for i := range p.Ranges {
 		for j := range i {
 			if p.Ranges[i].Overlaps(p.Ranges[j]) {

@@ -39,7 +39,7 @@ func TestBatchFitsGuards(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &batch{written: map[string]bool{}}
 			b.add(tc.first)
-			if got := b.fits(tc.next, 128); got != tc.want {
+			if got := b.fits(tc.next, 128, 1<<20); got != tc.want {
 				t.Errorf("fits = %v, want %v", got, tc.want)
 			}
 		})
@@ -48,7 +48,7 @@ func TestBatchFitsGuards(t *testing.T) {
 	b := &batch{written: map[string]bool{}}
 	for i := range 3 {
 		p := change(fmt.Sprintf("192.0.2.%d", i), 7)
-		if !b.fits(p, 128) {
+		if !b.fits(p, 128, 1<<20) {
 			t.Fatalf("change %d does not fit", i)
 		}
 		b.add(p)

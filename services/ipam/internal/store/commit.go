@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -29,6 +33,21 @@ type prepared struct {
 	puts     []preparedPut
 	deletes  []string
 	condKeys []string
+	// bytes is about how much the change adds to a transaction's request
+	// (an upper bound: see opBytes).
+	bytes int
+}
+
+// opBytes bounds what protobuf framing adds to a transaction request per
+// comparison or operation, over its key and value (tags, lengths, a
+// revision or a lease).
+const opBytes = 32
+
+// auditBytes bounds the size of an audit record in a pack: its strings,
+// escaped at worst, and its addresses.
+func auditBytes(r *ipam.AuditRecord) int {
+	n := len(r.Tenant) + len(r.ID) + len(r.Actor) + len(r.Allocation) + len(r.Owner) + len(r.Pool) + len(r.RequestID)
+	return 256 + 6*n + 48*len(r.Addrs)
 }
 
 type preparedPut struct {
@@ -53,6 +72,7 @@ func prepare(ch ipam.Change) (prepared, error) {
 		p.puts[i].guard = w.Ref.Kind == ipam.KindShare || w.Ref.Kind == ipam.KindTenantGuard
 		if rec, ok := w.Value.(*ipam.AuditRecord); ok && w.Ref.Kind == ipam.KindAudit && !w.Alone {
 			p.puts[i].audit = rec
+			p.bytes += opBytes + len(p.puts[i].key) + auditBytes(rec)
 			continue
 		}
 		b, err := encode(w.Ref.Kind, w.Value)
@@ -60,12 +80,19 @@ func prepare(ch ipam.Change) (prepared, error) {
 			return prepared{}, err
 		}
 		p.puts[i].value = b
+		p.bytes += opBytes + len(p.puts[i].key) + len(b)
 	}
 	for i, r := range ch.Deletes {
 		p.deletes[i] = key(r)
+		p.bytes += opBytes + len(p.deletes[i])
 	}
 	for i, c := range ch.Conds {
 		p.condKeys[i] = key(c.Ref)
+		p.bytes += opBytes + len(p.condKeys[i])
+	}
+	for _, rc := range ch.Unchanged {
+		from, end := rangeKeys(rc)
+		p.bytes += opBytes + len(from) + len(end)
 	}
 	return p, nil
 }
@@ -83,13 +110,19 @@ type commitResult struct {
 // It returns the revision of the commit, or ipam.ErrConflict with the current
 // state of every object the change compared, so the caller can plan again
 // without another read. Run must be running.
+//
+// A change bigger than one transaction may carry (Options.MaxOps,
+// Options.MaxBytes) fails alone with ipam.ErrTooLarge.
 func (s *Store) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Event, error) {
-	if n := max(len(ch.Conds), len(ch.Puts)+len(ch.Deletes)); n > s.opts.MaxOps {
-		return 0, nil, fmt.Errorf("store: change of %d operations exceeds %d", n, s.opts.MaxOps)
+	if n := max(len(ch.Conds)+len(ch.Unchanged), len(ch.Puts)+len(ch.Deletes)); n > s.opts.MaxOps {
+		return 0, nil, ipam.Refuse(ipam.ErrTooLarge, "the request needs %d storage operations in one transaction, more than the %d allowed", n, s.opts.MaxOps)
 	}
 	prep, err := prepare(ch)
 	if err != nil {
 		return 0, nil, err
+	}
+	if prep.bytes > s.opts.MaxBytes {
+		return 0, nil, ipam.Refuse(ipam.ErrTooLarge, "the request writes about %d KiB in one transaction, more than the %d KiB allowed (fewer or smaller labels, endpoint nodes or ranges)", (prep.bytes+1023)>>10, s.opts.MaxBytes>>10)
 	}
 	p := &pending{ctx: ctx, change: ch, prepared: prep, done: make(chan commitResult, 1)}
 	if base := s.base.Load(); base != nil {
@@ -132,13 +165,14 @@ func (s *Store) Run(ctx context.Context) error {
 }
 
 // batch is a set of changes that fit one transaction: distinct keys written,
-// and at most MaxOps compares, writes and failure reads.
+// at most MaxOps compares and writes, and at most MaxBytes.
 type batch struct {
 	items   []*pending
 	written map[string]bool
 	guards  map[string]int64 // guard key -> the revision its writers compare
 	cmps    int
 	ops     int
+	bytes   int
 }
 
 // condRev returns the revision p's change compares key with, or -1.
@@ -151,7 +185,7 @@ func (p *pending) condRev(key string) int64 {
 	return -1
 }
 
-func (b *batch) fits(p *pending, maxOps int) bool {
+func (b *batch) fits(p *pending, maxOps, maxBytes int) bool {
 	if len(p.change.Unchanged) > 0 && len(b.items) > 0 {
 		return false // range conditions commit alone
 	}
@@ -159,6 +193,9 @@ func (b *batch) fits(p *pending, maxOps int) bool {
 		return false
 	}
 	if b.cmps+len(p.change.Conds) > maxOps || b.ops+len(p.change.Puts)+len(p.change.Deletes) > maxOps {
+		return false
+	}
+	if b.bytes+p.bytes > maxBytes {
 		return false
 	}
 	for _, w := range p.puts {
@@ -181,6 +218,7 @@ func (b *batch) add(p *pending) {
 	b.items = append(b.items, p)
 	b.cmps += len(p.change.Conds)
 	b.ops += len(p.change.Puts) + len(p.change.Deletes)
+	b.bytes += p.bytes
 	for _, w := range p.puts {
 		b.written[w.key] = true
 		if w.guard {
@@ -232,7 +270,7 @@ func (s *Store) lead(ctx context.Context, p *pending) {
 					q.done <- commitResult{err: q.ctx.Err()}
 					continue
 				}
-				if !b.fits(q, s.opts.MaxOps) {
+				if !b.fits(q, s.opts.MaxOps, s.opts.MaxBytes) {
 					p = q
 					break fill
 				}
@@ -266,6 +304,18 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 		tctx, cancel := s.bounded(ctx)
 		resp, err := s.conn.txnKV().Txn(tctx, req)
 		cancel()
+		if err != nil && tooLarge(err) {
+			// etcd refused the transaction's size (its limits are lower
+			// than Options say, or the estimate fell short): commit the
+			// items in halves, and refuse one alone that is still too big.
+			if len(items) == 1 {
+				s.fail(items, ipam.Refuse(ipam.ErrTooLarge, "the request is larger than one storage transaction may be"))
+				return
+			}
+			s.commitBatch(ctx, items[:len(items)/2])
+			s.commitBatch(ctx, items[len(items)/2:])
+			return
+		}
 		if err != nil {
 			s.conn.txnFailed(err)
 			s.fail(items, fmt.Errorf("store: commit: %w: %w", ipam.ErrUnavailable, err))
@@ -467,4 +517,16 @@ func rangeKeys(rc ipam.RangeCond) (from, end string) {
 		return p, clientv3.GetPrefixRangeEnd(p)
 	}
 	return key(rc.From), key(rc.To) + "\x00"
+}
+
+// tooLarge reports etcd's (or gRPC's) refusal of a transaction for its size
+// or its number of operations.
+func tooLarge(err error) bool {
+	desc := rpctypes.ErrorDesc(err)
+	if desc == rpctypes.ErrorDesc(rpctypes.ErrGRPCRequestTooLarge) || desc == rpctypes.ErrorDesc(rpctypes.ErrGRPCTooManyOps) {
+		return true
+	}
+	// gRPC's own bound on a message (etcd's is --max-request-bytes plus
+	// 512 KiB; the client's 2 MiB by default).
+	return status.Code(err) == codes.ResourceExhausted && strings.Contains(desc, "larger than max")
 }

@@ -96,7 +96,10 @@ func key(r ipam.Ref) string {
 
 // claimKey encodes an address so that key order is address order, which lets
 // a range of addresses be read or compared as one key range.
+//
+// An IPv4-mapped IPv6 address is keyed as its IPv4 form: the same address.
 func claimKey(a netip.Addr) string {
+	a = a.Unmap()
 	if a.Is4() {
 		b := a.As4()
 		return claimsPrefix + "4/" + hex.EncodeToString(b[:])

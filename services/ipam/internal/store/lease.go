@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -14,37 +16,78 @@ import (
 
 // Lease is an etcd lease that objects can be tied to: they disappear when
 // it is revoked or expires.
+//
+// It knows a lower bound of its own expiry (AliveUntil): etcd's leader sets
+// a lease's expiry to TTL after it processes a grant or a keep-alive, which
+// is after this replica sent it, so the lease lives at least until the send
+// time of the last answered keep-alive plus the TTL. Callers that promise
+// something for as long as the lease lives (the announcer session's L2
+// rights) promise no further than that.
 type Lease struct {
-	s  *Store
-	id clientv3.LeaseID
+	s          *Store
+	id         clientv3.LeaseID
+	ttl        time.Duration
+	aliveUntil atomic.Pointer[time.Time]
 }
 
 // GrantLease grants a lease of at least ttl (etcd counts whole seconds).
 func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, error) {
-	secs := int64((ttl + time.Second - 1) / time.Second)
+	secs := max(int64((ttl+time.Second-1)/time.Second), 1)
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	resp, err := s.client.Grant(ctx, max(secs, 1))
+	sent := time.Now()
+	resp, err := s.client.Grant(ctx, secs)
 	if err != nil {
 		return nil, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
-	return &Lease{s: s, id: resp.ID}, nil
+	l := &Lease{s: s, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second}
+	until := sent.Add(l.ttl)
+	l.aliveUntil.Store(&until)
+	return l, nil
 }
 
+// AliveUntil returns a time before which the lease cannot have expired
+// unless it was revoked (on the monotonic clock).
+func (l *Lease) AliveUntil() time.Time { return *l.aliveUntil.Load() }
+
 // KeepAlive keeps the lease alive until ctx is done; it returns an error
-// when the lease is lost (expired or revoked).
+// when the lease is lost (expired or revoked) or may have been: once its
+// AliveUntil has passed without an answered keep-alive.
+//
+// Each keep-alive is a call of its own, sent a quarter of the TTL after the
+// last one was sent, so that the send time of the one etcd last answered
+// is known (clientv3's KeepAlive hides it).
 func (l *Lease) KeepAlive(ctx context.Context) error {
-	ch, err := l.s.client.KeepAlive(ctx, l.id)
-	if err != nil {
-		return fmt.Errorf("store: keep lease alive: %w: %w", ipam.ErrUnavailable, err)
-	}
-	for range ch {
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	default:
-		return errors.New("store: lease lost")
+	period := max(l.ttl/4, 100*time.Millisecond)
+	for {
+		next := time.Now().Add(period)
+		sent := time.Now()
+		cctx, cancel := context.WithDeadline(ctx, l.AliveUntil())
+		resp, err := l.s.client.KeepAliveOnce(cctx, l.id)
+		cancel()
+		if ctx.Err() != nil {
+			return nil //nolint:nilerr // the caller is done with the lease: err is its cancellation
+		}
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return fmt.Errorf("store: lease lost: %w", err)
+		case err == nil && resp.TTL > 0:
+			until := sent.Add(time.Duration(resp.TTL) * time.Second)
+			l.aliveUntil.Store(&until)
+		case err == nil:
+			return errors.New("store: lease lost: expired")
+		}
+		if !time.Now().Before(l.AliveUntil()) {
+			return fmt.Errorf("store: lease may have expired: no keep-alive answered for %s: %w", l.ttl, ipam.ErrUnavailable)
+		}
+		if err != nil {
+			next = time.Now().Add(min(period, 100*time.Millisecond)) // try again soon
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(next)):
+		}
 	}
 }
 

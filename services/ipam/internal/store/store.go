@@ -27,6 +27,11 @@ type Options struct {
 	// MaxOps is the most operations in one transaction (default 128, etcd's
 	// default --max-txn-ops).
 	MaxOps int
+	// MaxBytes is about the most bytes of keys and values one transaction
+	// carries (default 1 MiB, under etcd's default --max-request-bytes of
+	// 1.5 MiB, with room for framing). A change larger than that alone
+	// fails with ipam.ErrTooLarge.
+	MaxBytes int
 	// RequestTTL is how long request_id records are kept (default 24h).
 	RequestTTL time.Duration
 	// AuditTTL is how long audit records are kept (default 30 days).
@@ -88,6 +93,9 @@ func New(client *Client, logger *slog.Logger, opts Options) *Store {
 	}
 	if opts.MaxOps <= 0 {
 		opts.MaxOps = 128
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 1 << 20
 	}
 	if opts.RequestTTL <= 0 {
 		opts.RequestTTL = 24 * time.Hour

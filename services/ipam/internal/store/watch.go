@@ -51,7 +51,8 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 
 // WatchState calls fn with every change to state objects after revision
 // after, in commit order, and with the watch's progress (fn's rev is the
-// revision the caller has now seen everything up to). It returns
+// revision the caller has now seen everything up to: the last event's, or
+// a progress notification's, never beyond an event not yet delivered). It returns
 // ipam.ErrResumeTooOld when after is too old, or ctx's error.
 //
 // known, if set, reports objects the caller already holds at that revision
@@ -130,7 +131,20 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 				events = append(events, ev)
 			}
 		}
-		after = resp.Header.Revision
+		// Progress is the last event's revision, not the header's: while a
+		// watch catches up, etcd sends events in batches of at most 1,000
+		// revisions, each with its current revision in the header, and a
+		// caller resuming from that would skip the batches not yet sent.
+		// Only a progress notification (sent to a watch that has caught
+		// up) vouches for the header's revision.
+		switch {
+		case len(resp.Events) > 0:
+			after = resp.Events[len(resp.Events)-1].Kv.ModRevision
+		case resp.IsProgressNotify():
+			after = max(after, resp.Header.Revision)
+		default:
+			continue
+		}
 		fn(events, after)
 	}
 	if err := ctx.Err(); err != nil {

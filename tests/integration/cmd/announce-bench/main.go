@@ -2,15 +2,18 @@
 // announcerd in network namespaces (see package e2e) and prints one line
 // "BENCH <name> <value> ms" per figure on stdout; progress goes to stderr.
 //
-//	BENCH l2_failover_kill_p50, _p99      announcerd SIGKILLed → client's entry at the new node
-//	BENCH l2_failover_linkdown_p50, _p99  owner's eth0 down → the same
-//	BENCH l2_failover_hang_p50, _p99      announcerd SIGSTOPped → the same (heartbeat watchdog)
-//	BENCH l2_drain_outage_p50, _p99       DrainAnnouncer: old owner's last ARP answer → client at the new node
-//	BENCH bgp_bfd_withdraw_p50, _p99      node silenced (egress dropped) → route gone from FRR's kernel, BFD 50 ms × 3
+//	BENCH l2_failover_kill_p50, _p99               announcerd SIGKILLed → client's entry at the new node
+//	BENCH l2_failover_linkdown_sepmgmt_p50, _p99   owner's eth0 down, IPAM over a separate management link → the same
+//	BENCH l2_failover_linkdown_samelink_p50, _p99  owner's eth0 down, IPAM over that same eth0 → the same
+//	BENCH l2_failover_hang_p50, _p99               announcerd SIGSTOPped → the same (heartbeat watchdog)
+//	BENCH l2_drain_outage_p50, _p99                DrainAnnouncer: old owner's last ARP answer → client at the new node
+//	BENCH bgp_bfd_withdraw_p50, _p99               node silenced (egress dropped) → route gone from FRR's kernel, BFD 50 ms × 3
+//	BENCH l2_stale_replies_after_freeze            most ARP replies an owner sent after its addresses moved, when frozen or cut off (count; 0 passes)
+//	BENCH l2_wrong_owner_ms                        longest time the client's entry pointed at a node that did not own the address then
 //
 // It needs root, and ipamd and announcerd in $BEACON_BIN (`make build`), or
 // builds them when BEACON_BIN is unset. With the default trials it takes
-// about two minutes.
+// about four minutes.
 package main
 
 import (
@@ -36,11 +39,12 @@ func main() {
 
 func run() (err error) {
 	fs := flag.NewFlagSet("announce-bench", flag.ContinueOnError)
-	l2 := fs.Int("l2-trials", 20, "trials of each L2 failover kind (kill, link down, drain)")
+	l2 := fs.Int("l2-trials", 20, "trials of each L2 failover kind (kill, link down in both topologies, drain)")
 	hang := fs.Int("hang-trials", 5, "trials of the hung-announcer failover")
 	bfd := fs.Int("bfd-trials", 10, "trials of the BFD withdrawal")
+	stale := fs.Int("stale-rounds", 3, "rounds of owner freezes and egress cuts (six trials each, about 25 s)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -56,7 +60,7 @@ func run() (err error) {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	start := time.Now()
-	figs, err := e2e.Bench(ctx, e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, Log: os.Stderr})
+	figs, err := e2e.Bench(ctx, e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, StaleRounds: *stale, Log: os.Stderr})
 	fmt.Fprintf(os.Stderr, "announce-bench: %d figures in %v\n", len(figs), time.Since(start).Round(time.Second))
 	var w io.Writer = os.Stdout
 	if *out != "" {

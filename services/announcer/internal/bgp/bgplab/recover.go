@@ -220,13 +220,14 @@ func setupRecovery(ctx context.Context, lab *netlab.Lab, cfg RecoverConfig) (*re
 	if cfg.Debug {
 		birdDebug = "all"
 	}
-	bird, err := rb.StartBIRD(ctx, netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64502, Debug: birdDebug, Neighbors: []netlab.BIRDNeighbor{{
-		Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64501, HoldTime: cfg.HoldTime, ConnectRetry: cfg.ConnectRetry,
-		// BIRD's default (60-300 s) would keep every session down for a
-		// minute after any BFD down, whatever the speaker does.
-		ErrorWait: [2]time.Duration{time.Second, 2 * time.Second},
-		BFD:       &netlab.BIRDBFD{Interval: b.RxInterval, Multiplier: int(b.DetectMultiplier)},
-	}}})
+	bird, err := rb.StartBIRD(ctx, netlab.BIRDConfig{RouterID: rb.Addr4(), ASN: 64502, Debug: birdDebug,
+		BFD: &netlab.FRRBFD{Receive: b.RxInterval, Transmit: b.TxInterval, Multiplier: int(b.DetectMultiplier)}, Neighbors: []netlab.BIRDNeighbor{{
+			Address: node.Addr4(), LocalAddress: rb.Addr4(), ASN: 64501, HoldTime: cfg.HoldTime, ConnectRetry: cfg.ConnectRetry,
+			// BIRD's default (60-300 s) would keep every session down for a
+			// minute after any BFD down, whatever the speaker does.
+			ErrorWait: [2]time.Duration{time.Second, 2 * time.Second},
+			BFD:       true,
+		}}})
 	if err != nil {
 		return nil, err
 	}

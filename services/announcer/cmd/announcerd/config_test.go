@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLocalAddressesDevice(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string
+		wantErr bool
+	}{
+		{name: "off by default"},
+		{name: "flag", args: []string{"--local-addresses-device", "beacon0"}, want: "beacon0"},
+		{name: "environment", env: map[string]string{"BEACON_ANNOUNCER_LOCAL_ADDRESSES_DEVICE": "beacon0"}, want: "beacon0"},
+		{name: "too long", args: []string{"--local-addresses-device", "beacon-local-addrs"}, wantErr: true},
+		{name: "slash", args: []string{"--local-addresses-device", "a/b"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--tenant", "t1"}, tt.args...)
+			c, err := parseConfig(args, func(k string) string { return tt.env[k] }, "node1")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseConfig error = %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if diff := cmp.Diff(tt.want, c.LocalDevice); diff != "" {
+				t.Errorf("LocalDevice (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

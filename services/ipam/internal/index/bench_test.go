@@ -1,0 +1,45 @@
+package index
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// BenchmarkPlanReclaimHeld plans allocations from a full pool of 65,536
+// addresses one of which is held: each plan reclaims the held address. Its
+// cost is that of finding the pool's held addresses, paid under the
+// index's lock.
+func BenchmarkPlanReclaimHeld(b *testing.B) {
+	x := New()
+	p := pool(b, "full", "2001:db8::/112")
+	events := []ipam.Event{poolEvent(p, 1)}
+	base := netip.MustParseAddr("2001:db8::")
+	addr := base
+	var held netip.Addr
+	for i := range 1 << 16 {
+		c := &ipam.Claim{Addr: addr, Pool: "full", Tenant: "c1", Holders: []ipam.Holder{{Allocation: fmt.Sprintf("a%d", i)}}}
+		if i == 1<<15 {
+			held = addr
+			c = &ipam.Claim{Addr: addr, Pool: "full", Tenant: "c1", HeldFor: "gone"}
+			h := &ipam.Hold{Allocation: ipam.Allocation{Tenant: "c1", ID: "gone", Addrs: []netip.Addr{addr}, Pool: "full"}, ExpireTime: t0.Add(time.Hour)}
+			events = append(events, ipam.Event{Ref: RefOf(ipam.KindHold, "c1", "gone"), Value: h, Rev: 2})
+		}
+		events = append(events, ipam.Event{Ref: ClaimRef(addr), Value: c, Rev: 2})
+		addr = addr.Next()
+	}
+	x.Apply(events, 2)
+	for i := 0; b.Loop(); i++ {
+		pl, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: fmt.Sprintf("o%d", i)}, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(pl.Alloc.Addrs) != 1 || pl.Alloc.Addrs[0] != held {
+			b.Fatalf("planned %v, want the held %s", pl.Alloc.Addrs, held)
+		}
+		x.Unreserve(pl)
+	}
+}

@@ -1,0 +1,36 @@
+package index
+
+import (
+	"net/netip"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+)
+
+// heldSet is the held addresses of one pool, per family, as sorted runs:
+// the lowest is found in O(1), one is added or removed in O(log n).
+type heldSet struct {
+	v4, v6 *addrspace.FreeList
+}
+
+func newHeldSet() *heldSet {
+	v4, _ := addrspace.NewFreeList(true, nil) // no ranges: cannot fail
+	v6, _ := addrspace.NewFreeList(false, nil)
+	return &heldSet{v4: v4, v6: v6}
+}
+
+func (h *heldSet) of(a netip.Addr) *addrspace.FreeList {
+	if a.Is4() {
+		return h.v4
+	}
+	return h.v6
+}
+
+func (h *heldSet) lowest(f ipam.Family) (netip.Addr, bool) {
+	if f == ipam.IPv4 {
+		return h.v4.Lowest()
+	}
+	return h.v6.Lowest()
+}
+
+func (h *heldSet) empty() bool { return h.v4.Fragments() == 0 && h.v6.Fragments() == 0 }
