@@ -133,45 +133,78 @@ func (c *procCluster) stop() error {
 	return errors.Join(errs...)
 }
 
-// KillLeader sends SIGKILL to the member that leads (asking each live
-// member, every 10 ms while an election is under way) and reaps it.
-func (c *procCluster) KillLeader(ctx context.Context) (int, error) {
+// KillLeader sends SIGKILL to the member that leads and reaps it. The
+// leader is the member that a majority of the members name as leader at
+// the highest term they report (a member just started again can report
+// itself leader for a moment); while there is none, an election is under
+// way and it asks again every 10 ms.
+func (c *procCluster) KillLeader(ctx context.Context) (int, time.Time, error) {
 	if c.status == nil {
 		cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
-			return -1, err
+			return -1, time.Time{}, err
 		}
 		c.status = cl
 	}
 	for ctx.Err() == nil {
-		for i, ep := range c.endpoints {
+		if i := c.leader(ctx); i >= 0 {
 			c.mu.Lock()
 			p := c.procs[i]
-			c.mu.Unlock()
-			if p == nil {
-				continue
-			}
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, err := c.status.Status(sctx, ep)
-			cancel()
-			if err != nil || st.Leader == 0 || st.Leader != st.Header.MemberId {
-				continue
-			}
-			if err := p.Process.Kill(); err != nil {
-				return -1, err
-			}
-			_ = p.Wait() // killed
-			c.mu.Lock()
 			c.procs[i] = nil
 			c.mu.Unlock()
-			return i, nil
+			at := time.Now()
+			if err := p.Process.Kill(); err != nil {
+				return -1, at, err
+			}
+			_ = p.Wait() // killed
+			return i, at, nil
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return -1, ctx.Err()
+	return -1, time.Time{}, ctx.Err()
+}
+
+// leader returns the index of the live member a majority names as leader
+// at the highest term, or -1.
+func (c *procCluster) leader(ctx context.Context) int {
+	type view struct{ id, leader, term uint64 }
+	views := make([]view, len(c.endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range c.endpoints {
+		c.mu.Lock()
+		live := c.procs[i] != nil
+		c.mu.Unlock()
+		if !live {
+			continue
+		}
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if st, err := c.status.Status(sctx, ep); err == nil {
+				views[i] = view{id: st.Header.MemberId, leader: st.Leader, term: st.RaftTerm}
+			}
+		})
+	}
+	wg.Wait()
+	var top uint64
+	for _, v := range views {
+		top = max(top, v.term)
+	}
+	votes := make(map[uint64]int)
+	for _, v := range views {
+		if v.term == top && v.leader != 0 {
+			votes[v.leader]++
+		}
+	}
+	for i, v := range views {
+		if v.id != 0 && votes[v.id] > len(c.endpoints)/2 && v.leader == v.id {
+			return i
+		}
+	}
+	return -1
 }
 
 // Restart starts member i again on its data and waits until it answers.

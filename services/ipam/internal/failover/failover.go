@@ -18,8 +18,10 @@ import (
 // Cluster is an etcd cluster whose leader can be killed and brought back.
 type Cluster interface {
 	// KillLeader kills the member that leads, as a crash would (no
-	// leadership handover), and returns which member it was.
-	KillLeader(ctx context.Context) (int, error)
+	// leadership handover), and returns which member it was and when it
+	// was killed (just before the kill: finding the leader may take a
+	// while, and writes commit meanwhile).
+	KillLeader(ctx context.Context) (int, time.Time, error)
 	// Restart brings member i back with its data and waits until it
 	// serves.
 	Restart(ctx context.Context, i int) error
@@ -148,8 +150,7 @@ func Measure(ctx context.Context, c Cluster, write Write, cfg Config) ([]Gap, er
 		mu.Lock()
 		log = log[:0]
 		mu.Unlock()
-		killed := time.Now()
-		member, err := c.KillLeader(ctx)
+		member, killed, err := c.KillLeader(ctx)
 		if err != nil {
 			return gaps, fmt.Errorf("failover: kill %d: %w", k, err)
 		}

@@ -64,21 +64,25 @@ func startEmbeddedCluster(t *testing.T) (*embeddedCluster, []string) {
 	return c, endpoints
 }
 
-func (c *embeddedCluster) KillLeader(ctx context.Context) (int, error) {
+func (c *embeddedCluster) KillLeader(ctx context.Context) (int, time.Time, error) {
 	for ctx.Err() == nil {
 		c.mu.Lock()
 		for i, m := range c.members {
 			if m != nil && m.IsLeader() {
 				c.members[i] = nil
 				c.mu.Unlock()
+				at := time.Now()
 				m.Kill()
-				return i, nil
+				return i, at, nil
 			}
 		}
 		c.mu.Unlock()
-		time.Sleep(10 * time.Millisecond) // an election under way
+		select { // an election under way
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return -1, ctx.Err()
+	return -1, time.Time{}, ctx.Err()
 }
 
 func (c *embeddedCluster) Restart(ctx context.Context, i int) error {
