@@ -382,6 +382,11 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 				if err != nil {
 					return Result{}, err
 				}
+				// A retry sent while the first release committed finds
+				// the allocation gone: it answers what the first did.
+				if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+					return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+				}
 				return Result{}, notFound(tenant, id)
 			}
 			continue

@@ -167,6 +167,13 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 	}
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetConfig(ctx, ref)
+		if errors.Is(err, ipam.ErrNotFound) {
+			// A retry sent while the first delete committed finds the
+			// object gone: it answers what the first did.
+			if _, ok, rerr := a.racedRetry(ctx, tenant, meta); ok || rerr != nil {
+				return rerr
+			}
+		}
 		if err != nil {
 			return err
 		}

@@ -73,6 +73,14 @@ func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly b
 		}
 		for _, ev := range pools {
 			if ev.Ref == ref {
+				// A retry sent while the first request committed finds
+				// the pool: it answers what the first did.
+				if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+					if err != nil {
+						return PoolResult{}, err
+					}
+					return a.replayPool(ctx, r)
+				}
 				return PoolResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "pool %q already exists", p.Name)
 			}
 		}
@@ -233,6 +241,11 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 	released := 0
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetPool(ctx, name)
+		if errors.Is(err, ipam.ErrNotFound) {
+			if r, ok, rerr := a.racedRetry(ctx, adminTenant, meta); ok || rerr != nil {
+				return PoolResult{Released: r.Released}, rerr
+			}
+		}
 		if err != nil {
 			return PoolResult{}, err
 		}

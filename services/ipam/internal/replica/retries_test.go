@@ -309,7 +309,8 @@ func checkRetriesAgain(ctx context.Context, t *testing.T, probes []retryProbe, f
 }
 
 // Retries sent at once, on two replicas, while the first request commits,
-// all get the one answer of the request that committed: one allocation.
+// all get the one answer of the request that committed: one allocation,
+// then one release.
 func TestConcurrentRetriesGetOneAnswer(t *testing.T) {
 	env := startEtcd(t, t.TempDir())
 	nodes := []*node{startNode(t, env.dial(t), replica.Options{}), startNode(t, env.dial(t), replica.Options{})}
@@ -335,6 +336,23 @@ func TestConcurrentRetriesGetOneAnswer(t *testing.T) {
 		if !answers[0].GetCreated() {
 			t.Errorf("round %d: created false, want true", round)
 		}
+		// The same for a release: one release, the same addresses for
+		// every sender (not NOT_FOUND for those that come second).
+		rel := &ipamv1.ReleaseRequest{Parent: "tenants/race", Owner: req.GetAllocation().GetOwner(), RequestId: fmt.Sprintf("race-release-%d", round), Hold: dur(0)}
+		released := make([]*ipamv1.ReleaseResponse, senders)
+		for i := range senders {
+			wg.Go(func() { released[i], errs[i] = nodes[i%2].allocs.Release(ctxT(t), rel) })
+		}
+		wg.Wait()
+		for i := range senders {
+			if errs[i] != nil {
+				t.Fatalf("round %d, release sender %d: %v", round, i, errs[i])
+			}
+			if d := cmpDiff(released[0], released[i]); d != "" {
+				t.Errorf("round %d: release sender %d answered otherwise than sender 0:\n%s", round, i, d)
+			}
+		}
+		diff(t, "released", answers[0].GetAllocation().GetAddresses(), released[0].GetAddresses())
 	}
 }
 
