@@ -158,6 +158,8 @@ bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see 
 	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
 	@echo ">> allocation load again, against a 3-member etcd cluster (real etcd processes, the production shape)"
 	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo,rawleader --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
+	@echo ">> etcd leader loss: the leader of a 3-member cluster killed 30 times under load (see docs/reliability.md)"
+	go run ./services/ipam/cmd/ipam-bench --etcd-cluster $(TESTBINS)/etcd --leader-kills 30 --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi

@@ -40,6 +40,7 @@ func run() (err error) {
 	dial := fs.Bool("dial", false, "the replica reaches the embedded etcd over loopback, as an external client would, instead of in process as ipamd does")
 	etcdCluster := fs.String("etcd-cluster", "", "run the load against a cluster of real etcd processes started from this etcd binary (see --etcd-members)")
 	etcdMembers := fs.Int("etcd-members", 3, "the size of the --etcd-cluster")
+	leaderKills := fs.Int("leader-kills", 0, "instead of the loads: kill the leader of a 3-member --etcd-cluster this many times under a write load and report the write gap (etcd_leader_loss_write_gap_*)")
 	suffix := fs.String("suffix", "", "append this to the name of every load figure (e.g. _etcd3)")
 	serveEtcd := fs.String("serve-etcd", "", "internal: serve an embedded etcd with its data in this directory (the child process of --etcd-process)")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
@@ -76,8 +77,16 @@ func run() (err error) {
 	if *memprofile != "" {
 		defer func() { err = errors.Join(err, writeHeapProfile(*memprofile)) }()
 	}
-	figs, err := bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand,
-		Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Dial: *dial, Suffix: *suffix, Log: os.Stderr})
+	var figs []bench.Figure
+	if *leaderKills > 0 {
+		if *etcdCluster == "" {
+			return errors.New("--leader-kills needs --etcd-cluster")
+		}
+		figs, err = bench.LeaderLoss(ctx, bench.LeaderLossConfig{Binary: *etcdCluster, Kills: *leaderKills, Log: os.Stderr})
+	} else {
+		figs, err = bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand,
+			Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Dial: *dial, Suffix: *suffix, Log: os.Stderr})
+	}
 	if err != nil {
 		return err
 	}

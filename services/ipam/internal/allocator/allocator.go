@@ -84,13 +84,37 @@ type Meta struct {
 	Fingerprint string
 }
 
-// replay is the stored result of a request with a request_id.
+// replay is the stored result of a request with a request_id: all that
+// its response shows, so that a retry answers exactly what the first
+// request did, whatever happened to the object since (it may have been
+// changed, released, or ended and created again by another request).
 type replay struct {
 	Name        string       `json:"name,omitempty"`
 	Created     bool         `json:"created,omitempty"`
 	Addrs       []netip.Addr `json:"addrs,omitempty"`
 	HoldExpires time.Time    `json:"holdExpires,omitzero"`
 	Released    int          `json:"released,omitempty"`
+	// Allocation, Pool and Value are the object as the request left it:
+	// an allocation, a pool, or an announcement config object or tenant
+	// (encoded as stored, decoded by the kind of its ref).
+	Allocation *ipam.Allocation `json:"allocation,omitempty"`
+	Pool       *ipam.Pool       `json:"pool,omitempty"`
+	Value      json.RawMessage  `json:"value,omitempty"`
+	// Rev is the object's revision (its etag) when the request did not
+	// write it (an Allocate that found its owner's allocation). Otherwise
+	// 0: the object was written with the record, in one transaction, whose
+	// revision is the record's.
+	Rev int64 `json:"rev,omitempty"`
+	// recordRev is the revision of the record itself.
+	recordRev int64
+}
+
+// rev returns the revision of the object the replayed request returned.
+func (r replay) rev() int64 {
+	if r.Rev > 0 {
+		return r.Rev
+	}
+	return r.recordRev
 }
 
 // Result is the outcome of a write.
@@ -120,7 +144,7 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if err != nil {
 			return Result{}, err
 		}
-		return a.current(ctx, req.Tenant, r)
+		return a.replayAllocation(ctx, req.Tenant, r)
 	}
 	caughtUp := false
 	for attempt := 0; attempt < a.opts.MaxAttempts; attempt++ {
@@ -154,13 +178,32 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		}
 		if plan.Existing != nil {
 			res, fresh, err := a.confirm(ctx, plan.Existing)
-			if err != nil || fresh {
-				if err != nil {
-					return Result{}, err
-				}
+			if err != nil {
+				return Result{}, err
+			}
+			if !fresh {
+				continue
+			}
+			if meta.RequestID == "" {
 				return res, nil
 			}
-			continue
+			// A retry must get this answer too, even if the allocation
+			// changes or ends meanwhile: record it, on the condition that
+			// the allocation is still the one read.
+			err = a.recordExisting(ctx, res, meta)
+			if errors.Is(err, ipam.ErrConflict) {
+				if r, ok, err := a.replayed(ctx, req.Tenant, meta); ok || err != nil {
+					if err != nil {
+						return Result{}, err
+					}
+					return a.replayAllocation(ctx, req.Tenant, r)
+				}
+				continue
+			}
+			if err != nil {
+				return Result{}, err
+			}
+			return res, nil
 		}
 		if plan.Alloc.UID == "" {
 			plan.Alloc.UID = newID()
@@ -168,9 +211,15 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		// The audit record of the creation stays in the allocation until
 		// it ends (ipam.Allocation.Created): no log key in this transaction.
 		plan.Alloc.Created = &ipam.Creation{AuditID: auditID(plan.Alloc.CreateTime), Actor: meta.Actor, RequestID: meta.RequestID}
-		a.addRequest(&plan.Change, plan.Alloc.Tenant, meta, replay{Name: nameOf(plan.Alloc), Created: true})
+		a.addRequest(&plan.Change, plan.Alloc.Tenant, meta, replay{Name: nameOf(plan.Alloc), Created: true, Allocation: plan.Alloc})
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, req.Tenant, meta); ok || err != nil {
+				if err != nil {
+					return Result{}, err
+				}
+				return a.replayAllocation(ctx, req.Tenant, r)
+			}
 			continue
 		}
 		if err != nil {
@@ -333,6 +382,11 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 				if err != nil {
 					return Result{}, err
 				}
+				// A retry sent while the first release committed finds
+				// the allocation gone: it answers what the first did.
+				if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+					return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+				}
 				return Result{}, notFound(tenant, id)
 			}
 			continue
@@ -347,6 +401,9 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 		a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
 		_, err = a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+				return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+			}
 			continue
 		}
 		if err != nil {
@@ -416,7 +473,7 @@ func (a *Allocator) update(ctx context.Context, tenant, id string, etagRev int64
 		if err != nil {
 			return Result{}, err
 		}
-		return a.current(ctx, tenant, r)
+		return a.replayAllocation(ctx, tenant, r)
 	}
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
@@ -436,9 +493,15 @@ func (a *Allocator) update(ctx context.Context, tenant, id string, etagRev int64
 		if err != nil {
 			return Result{}, err
 		}
-		a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc)})
+		a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc), Allocation: plan.Alloc})
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+				if err != nil {
+					return Result{}, err
+				}
+				return a.replayAllocation(ctx, tenant, r)
+			}
 			continue
 		}
 		if err != nil {
@@ -487,11 +550,28 @@ func (a *Allocator) replayed(ctx context.Context, tenant string, meta Meta) (rep
 	if err := json.Unmarshal(rec.Result, &r); err != nil {
 		return replay{}, false, fmt.Errorf("allocator: stored request result: %w", err)
 	}
+	r.recordRev = ev.Rev
 	return r, true, nil
 }
 
-// current returns the allocation a replayed Allocate named.
-func (a *Allocator) current(ctx context.Context, tenant string, r replay) (Result, error) {
+// racedRetry looks up a request_id after a conflict: a retry sent while
+// the first request was committing conflicts on the request record, and
+// then answers what the first request committed.
+func (a *Allocator) racedRetry(ctx context.Context, tenant string, meta Meta) (replay, bool, error) {
+	if meta.RequestID == "" {
+		return replay{}, false, nil
+	}
+	return a.replayed(ctx, tenant, meta)
+}
+
+// replayAllocation returns the allocation a replayed Allocate or
+// UpdateAllocation answered, as it answered it. A record written before
+// records kept the allocation names it only: its allocation is read, and
+// if it has ended or is another one, the retry is refused.
+func (a *Allocator) replayAllocation(ctx context.Context, tenant string, r replay) (Result, error) {
+	if r.Allocation != nil {
+		return Result{Allocation: r.Allocation, Rev: r.rev(), Created: r.Created}, nil
+	}
 	ev, err := a.store.Get(ctx, index.RefOf(ipam.KindAllocation, tenant, idOf(r.Name)))
 	if err != nil {
 		if errors.Is(err, ipam.ErrNotFound) {
@@ -499,7 +579,21 @@ func (a *Allocator) current(ctx context.Context, tenant string, r replay) (Resul
 		}
 		return Result{}, err
 	}
+	if ev.Rev > r.recordRev {
+		return Result{}, ipam.Refuse(ipam.ErrNotFound, "%s has changed since this request_id's request; its answer is no longer known", r.Name)
+	}
 	return Result{Allocation: ev.Value.(*ipam.Allocation), Rev: ev.Rev, Created: r.Created}, nil
+}
+
+// recordExisting writes the request record of an Allocate that found its
+// owner's allocation, on the condition that the allocation is still at the
+// revision read; ipam.ErrConflict if it changed meanwhile.
+func (a *Allocator) recordExisting(ctx context.Context, res Result, meta Meta) error {
+	al := res.Allocation
+	ch := ipam.Change{Conds: []ipam.Cond{{Ref: index.RefOf(ipam.KindAllocation, al.Tenant, al.ID), Rev: res.Rev}}}
+	a.addRequest(&ch, al.Tenant, meta, replay{Name: nameOf(al), Allocation: al, Rev: res.Rev})
+	_, _, err := a.store.Commit(ctx, ch)
+	return err
 }
 
 // addLog adds the audit record, and the request record if the request has

@@ -2,7 +2,9 @@ package allocator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
@@ -12,6 +14,9 @@ import (
 type ConfigResult struct {
 	Value any
 	Rev   int64
+	// Replayed is set when the result is a retry's: the stored answer of
+	// the request that first carried its request_id.
+	Replayed bool
 }
 
 // configTenant is the tenant of a config ref "tenant/id".
@@ -28,20 +33,28 @@ func configTenant(ref ipam.Ref) string {
 // caller) under ref, failing if it exists. stamp sets its UID and times.
 func (a *Allocator) CreateConfig(ctx context.Context, ref ipam.Ref, value any, stamp func(uid string, now time.Time), validateOnly bool, meta Meta) (ConfigResult, error) {
 	tenant := configTenant(ref)
-	if _, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
 		if err != nil {
 			return ConfigResult{}, err
 		}
-		return a.GetConfig(ctx, ref)
+		return a.replayConfig(ctx, ref, r)
 	}
 	stamp(newID(), a.opts.Now())
 	if validateOnly {
 		return ConfigResult{Value: value}, nil
 	}
 	ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref}}, Puts: []ipam.Put{{Ref: ref, Value: value}}}
-	a.addRequest(&ch, tenant, meta, replay{Name: ref.ID, Created: true})
+	if err := a.addRequestValue(&ch, tenant, meta, replay{Name: ref.ID, Created: true}, value); err != nil {
+		return ConfigResult{}, err
+	}
 	rev, _, err := a.store.Commit(ctx, ch)
 	if errors.Is(err, ipam.ErrConflict) {
+		if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+			if err != nil {
+				return ConfigResult{}, err
+			}
+			return a.replayConfig(ctx, ref, r)
+		}
 		return ConfigResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", ref.ID)
 	}
 	if err != nil {
@@ -49,6 +62,38 @@ func (a *Allocator) CreateConfig(ctx context.Context, ref ipam.Ref, value any, s
 	}
 	a.idx.Apply([]ipam.Event{{Ref: ref, Value: value, Rev: rev}}, 0)
 	return ConfigResult{Value: value, Rev: rev}, nil
+}
+
+// addRequestValue adds the request record of a config write, with the
+// object it leaves (value, of ref's kind) as the answer a retry gets.
+func (a *Allocator) addRequestValue(ch *ipam.Change, tenant string, meta Meta, r replay, value any) error {
+	if meta.RequestID == "" {
+		return nil
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("allocator: encode %T: %w", value, err)
+	}
+	r.Value = b
+	a.addRequest(ch, tenant, meta, r)
+	return nil
+}
+
+// replayConfig returns the object a replayed CreateConfig or UpdateConfig
+// answered, as it answered it (a record of an older version names the
+// object only: the object is read).
+func (a *Allocator) replayConfig(ctx context.Context, ref ipam.Ref, r replay) (ConfigResult, error) {
+	if len(r.Value) == 0 {
+		return a.GetConfig(ctx, ref)
+	}
+	v := ipam.NewValue(ref.Kind)
+	if v == nil {
+		return ConfigResult{}, fmt.Errorf("allocator: stored request result of unknown kind %d", ref.Kind)
+	}
+	if err := json.Unmarshal(r.Value, v); err != nil {
+		return ConfigResult{}, fmt.Errorf("allocator: stored request result: %w", err)
+	}
+	return ConfigResult{Value: v, Rev: r.rev(), Replayed: true}, nil
 }
 
 // GetConfig reads a config object.
@@ -68,11 +113,11 @@ func (a *Allocator) GetConfig(ctx context.Context, ref ipam.Ref) (ConfigResult, 
 // positive, must match.
 func (a *Allocator) UpdateConfig(ctx context.Context, ref ipam.Ref, etagRev int64, next func(cur any, now time.Time) (any, error), validateOnly bool, meta Meta) (ConfigResult, error) {
 	tenant := configTenant(ref)
-	if _, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
+	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
 		if err != nil {
 			return ConfigResult{}, err
 		}
-		return a.GetConfig(ctx, ref)
+		return a.replayConfig(ctx, ref, r)
 	}
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetConfig(ctx, ref)
@@ -90,9 +135,17 @@ func (a *Allocator) UpdateConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 			return ConfigResult{Value: v, Rev: cur.Rev}, nil
 		}
 		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Puts: []ipam.Put{{Ref: ref, Value: v}}}
-		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
+		if err := a.addRequestValue(&ch, tenant, meta, replay{Name: ref.ID}, v); err != nil {
+			return ConfigResult{}, err
+		}
 		rev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+				if err != nil {
+					return ConfigResult{}, err
+				}
+				return a.replayConfig(ctx, ref, r)
+			}
 			continue
 		}
 		if err != nil {
@@ -114,6 +167,13 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 	}
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetConfig(ctx, ref)
+		if errors.Is(err, ipam.ErrNotFound) {
+			// A retry sent while the first delete committed finds the
+			// object gone: it answers what the first did.
+			if _, ok, rerr := a.racedRetry(ctx, tenant, meta); ok || rerr != nil {
+				return rerr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -131,6 +191,9 @@ func (a *Allocator) DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int6
 		a.addRequest(&ch, tenant, meta, replay{Name: ref.ID})
 		rev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
+			if _, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+				return err
+			}
 			continue
 		}
 		if err == nil {
@@ -168,24 +231,43 @@ func (a *Allocator) checkUsers(ctx context.Context, ref ipam.Ref, users ipam.Kin
 }
 
 // CreateObjects stores new objects that must not exist yet, atomically:
-// for an object together with its lookup records.
-func (a *Allocator) CreateObjects(ctx context.Context, puts []ipam.Put) (int64, error) {
+// for an object together with its lookup records. It returns the first
+// object; with a request_id, a retry gets the first object as the first
+// request stored it, and Replayed set.
+func (a *Allocator) CreateObjects(ctx context.Context, puts []ipam.Put, meta Meta) (ConfigResult, error) {
+	first := puts[0].Ref
+	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
+		if err != nil {
+			return ConfigResult{}, err
+		}
+		return a.replayConfig(ctx, first, r)
+	}
 	ch := ipam.Change{Puts: puts}
 	for _, p := range puts {
 		ch.Conds = append(ch.Conds, ipam.Cond{Ref: p.Ref})
 	}
+	if err := a.addRequestValue(&ch, adminTenant, meta, replay{Name: first.ID, Created: true}, puts[0].Value); err != nil {
+		return ConfigResult{}, err
+	}
 	rev, _, err := a.store.Commit(ctx, ch)
 	if errors.Is(err, ipam.ErrConflict) {
-		return 0, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", puts[0].Ref.ID)
-	}
-	if err == nil {
-		events := make([]ipam.Event, len(puts))
-		for i, p := range puts {
-			events[i] = ipam.Event{Ref: p.Ref, Value: p.Value, Rev: rev}
+		if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+			if err != nil {
+				return ConfigResult{}, err
+			}
+			return a.replayConfig(ctx, first, r)
 		}
-		a.idx.Apply(events, 0)
+		return ConfigResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", first.ID)
 	}
-	return rev, err
+	if err != nil {
+		return ConfigResult{}, err
+	}
+	events := make([]ipam.Event, len(puts))
+	for i, p := range puts {
+		events[i] = ipam.Event{Ref: p.Ref, Value: p.Value, Rev: rev}
+	}
+	a.idx.Apply(events, 0)
+	return ConfigResult{Value: puts[0].Value, Rev: rev}, nil
 }
 
 // DeleteObjects deletes objects, the first of which must be at revision

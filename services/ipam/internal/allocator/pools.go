@@ -63,7 +63,7 @@ func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly b
 		if err != nil {
 			return PoolResult{}, err
 		}
-		return a.GetPool(ctx, strings.TrimPrefix(r.Name, "pools/"))
+		return a.replayPool(ctx, r)
 	}
 	ref := ipam.Ref{Kind: ipam.KindPool, ID: p.Name}
 	for range a.opts.MaxAttempts {
@@ -73,6 +73,14 @@ func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly b
 		}
 		for _, ev := range pools {
 			if ev.Ref == ref {
+				// A retry sent while the first request committed finds
+				// the pool: it answers what the first did.
+				if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+					if err != nil {
+						return PoolResult{}, err
+					}
+					return a.replayPool(ctx, r)
+				}
 				return PoolResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "pool %q already exists", p.Name)
 			}
 		}
@@ -90,9 +98,15 @@ func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly b
 			Puts:      []ipam.Put{{Ref: ref, Value: &np}},
 			Unchanged: []ipam.RangeCond{{From: ipam.Ref{Kind: ipam.KindPool}, To: ipam.Ref{Kind: ipam.KindPool}, Since: rev}},
 		}
-		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + p.Name, Created: true})
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + p.Name, Created: true, Pool: &np})
 		crev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+				if err != nil {
+					return PoolResult{}, err
+				}
+				return a.replayPool(ctx, r)
+			}
 			continue
 		}
 		if err != nil {
@@ -102,6 +116,16 @@ func (a *Allocator) CreatePool(ctx context.Context, p *ipam.Pool, validateOnly b
 		return PoolResult{Pool: &np, Rev: crev}, nil
 	}
 	return PoolResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "pools kept changing concurrently; retry")
+}
+
+// replayPool returns the pool a replayed CreatePool or UpdatePool
+// answered, as it answered it (a record of an older version names the pool
+// only: the pool is read).
+func (a *Allocator) replayPool(ctx context.Context, r replay) (PoolResult, error) {
+	if r.Pool != nil {
+		return PoolResult{Pool: r.Pool, Rev: r.rev()}, nil
+	}
+	return a.GetPool(ctx, strings.TrimPrefix(r.Name, "pools/"))
 }
 
 // GetPool reads a pool from etcd.
@@ -123,7 +147,7 @@ func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int
 		if err != nil {
 			return PoolResult{}, err
 		}
-		return a.GetPool(ctx, strings.TrimPrefix(r.Name, "pools/"))
+		return a.replayPool(ctx, r)
 	}
 	ref := ipam.Ref{Kind: ipam.KindPool, ID: next.Name}
 	for range a.opts.MaxAttempts {
@@ -170,9 +194,15 @@ func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int
 		if validateOnly {
 			return PoolResult{Pool: &np, Rev: cur.Rev}, nil
 		}
-		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + np.Name})
+		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + np.Name, Pool: &np})
 		crev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+				if err != nil {
+					return PoolResult{}, err
+				}
+				return a.replayPool(ctx, r)
+			}
 			continue
 		}
 		if err != nil {
@@ -211,6 +241,11 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 	released := 0
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetPool(ctx, name)
+		if errors.Is(err, ipam.ErrNotFound) {
+			if r, ok, rerr := a.racedRetry(ctx, adminTenant, meta); ok || rerr != nil {
+				return PoolResult{Released: r.Released}, rerr
+			}
+		}
 		if err != nil {
 			return PoolResult{}, err
 		}
@@ -239,6 +274,9 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + name, Released: released})
 		crev, _, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
+				return PoolResult{Released: r.Released}, err
+			}
 			continue
 		}
 		if err != nil {

@@ -105,8 +105,14 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 
 func startNode(t *testing.T, client *store.Client, opts replica.Options) *node {
 	t.Helper()
+	return startNodeWith(t, client, discard(), opts)
+}
+
+// startNodeWith starts a replica that logs to logger.
+func startNodeWith(t *testing.T, client *store.Client, logger *slog.Logger, opts replica.Options) *node {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rep := replica.New(client, discard(), opts)
+	rep := replica.New(client, logger, opts)
 	if err := rep.Load(ctx); err != nil {
 		cancel()
 		t.Fatalf("load: %v", err)

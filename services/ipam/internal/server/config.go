@@ -19,7 +19,7 @@ type ConfigWriter interface {
 	GetConfig(ctx context.Context, ref ipam.Ref) (allocator.ConfigResult, error)
 	UpdateConfig(ctx context.Context, ref ipam.Ref, etagRev int64, next func(cur any, now time.Time) (any, error), validateOnly bool, meta allocator.Meta) (allocator.ConfigResult, error)
 	DeleteConfig(ctx context.Context, ref ipam.Ref, etagRev int64, users ipam.Kind, inUse func(user any) bool, meta allocator.Meta) error
-	CreateObjects(ctx context.Context, puts []ipam.Put) (int64, error)
+	CreateObjects(ctx context.Context, puts []ipam.Put, meta allocator.Meta) (allocator.ConfigResult, error)
 	DeleteObjects(ctx context.Context, rev int64, refs ...ipam.Ref) error
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -142,6 +143,16 @@ func (p *poolService) UpdatePool(ctx context.Context, req *ipamv1.UpdatePoolRequ
 		return nil, p.fail(ctx, method, err)
 	}
 	cur, err := p.s.w.GetPool(ctx, id)
+	if errors.Is(err, ipam.ErrNotFound) && req.GetRequestId() != "" {
+		// A retry of an update whose pool was deleted since gets the
+		// first answer: UpdatePool looks its request_id up before it reads
+		// the pool (and fails NOT_FOUND if it is new).
+		res, err := p.s.w.UpdatePool(ctx, &ipam.Pool{Name: id}, 0, req.GetValidateOnly(), meta(ctx, method, req.GetRequestId(), req))
+		if err != nil {
+			return nil, p.fail(ctx, method, err)
+		}
+		return &ipamv1.UpdatePoolResponse{Pool: p.render(res.Pool, res.Rev)}, nil
+	}
 	if err != nil {
 		return nil, p.fail(ctx, method, err)
 	}

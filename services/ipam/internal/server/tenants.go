@@ -200,12 +200,17 @@ func (k *tokenService) CreateToken(ctx context.Context, req *ipamv1.CreateTokenR
 	var uid [16]byte
 	_, _ = rand.Read(uid[:])
 	tk.UID, tk.CreateTime, tk.Hash = hex.EncodeToString(uid[:]), time.Now().UTC(), hashSecret(secret)
-	_, err := k.s.w.CreateObjects(ctx, []ipam.Put{
+	res, err := k.s.w.CreateObjects(ctx, []ipam.Put{
 		{Ref: ipam.Ref{Kind: ipam.KindToken, ID: tk.ID}, Value: tk},
 		{Ref: ipam.Ref{Kind: ipam.KindTokenHash, ID: tk.Hash}, Value: &ipam.TokenHash{Token: tk.ID}},
-	})
+	}, meta(ctx, method, req.GetRequestId(), req))
 	if err != nil {
 		return nil, toStatus(ctx, k.s.logger, method, err)
+	}
+	if res.Replayed {
+		// The secret is not kept (only its hash): a retry gets the token
+		// without it.
+		return &ipamv1.CreateTokenResponse{Token: tokenToProto(res.Value.(*ipam.Token))}, nil
 	}
 	return &ipamv1.CreateTokenResponse{Token: tokenToProto(tk), Secret: secret}, nil
 }

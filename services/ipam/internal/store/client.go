@@ -66,7 +66,9 @@ func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
 	}
 	cfg.Context = nil
-	return &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection()), leaderState: leaderState{dial: cfg, recheck: make(chan struct{}, 1)}}, nil
+	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection())}
+	cl.initLeaderState(cfg)
+	return cl, nil
 }
 
 // ClientTLS builds the TLS configuration for etcd from PEM files: caFile

@@ -64,49 +64,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 
 // decode parses a stored value of the given kind.
 func decode(k ipam.Kind, b []byte) (any, error) {
-	var v any
-	switch k {
-	case ipam.KindPool:
-		v = new(ipam.Pool)
-	case ipam.KindAllocation:
-		v = new(ipam.Allocation)
-	case ipam.KindClaim:
-		v = new(ipam.Claim)
-	case ipam.KindHold:
-		v = new(ipam.Hold)
-	case ipam.KindAudit:
-		v = new(ipam.AuditRecord)
-	case ipam.KindRequest:
-		v = new(ipam.RequestRecord)
-	case ipam.KindL2Advertisement:
-		v = new(ipam.L2Advertisement)
-	case ipam.KindBGPAdvertisement:
-		v = new(ipam.BGPAdvertisement)
-	case ipam.KindBGPPeer:
-		v = new(ipam.BGPPeer)
-	case ipam.KindBFDProfile:
-		v = new(ipam.BFDProfile)
-	case ipam.KindCommunity:
-		v = new(ipam.Community)
-	case ipam.KindClusterNode:
-		v = new(ipam.ClusterNode)
-	case ipam.KindNode:
-		v = new(ipam.Node)
-	case ipam.KindL2Owner:
-		v = new(ipam.L2Owner)
-	case ipam.KindDrain:
-		v = new(ipam.Drain)
-	case ipam.KindTenant:
-		v = new(ipam.Tenant)
-	case ipam.KindToken:
-		v = new(ipam.Token)
-	case ipam.KindTokenHash:
-		v = new(ipam.TokenHash)
-	case ipam.KindShare:
-		v = new(ipam.Share)
-	case ipam.KindTenantGuard:
-		v = new(ipam.TenantGuard)
-	default:
+	v := ipam.NewValue(k)
+	if v == nil {
 		return nil, fmt.Errorf("store: unknown kind %d", k)
 	}
 	if err := json.Unmarshal(b, v); err != nil {

@@ -17,6 +17,9 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
+// slowTxn is how long a transaction may take before it is logged.
+const slowTxn = 500 * time.Millisecond
+
 // pending is one change waiting to be committed.
 type pending struct {
 	ctx    context.Context
@@ -302,8 +305,13 @@ func (s *Store) commitBatch(ctx context.Context, items []*pending) {
 			return
 		}
 		tctx, cancel := s.bounded(ctx)
-		resp, err := s.conn.txnKV().Txn(tctx, req)
+		start := time.Now()
+		kv, route := s.conn.txnKV(tctx)
+		resp, err := kv.Txn(tctx, req)
 		cancel()
+		if took := time.Since(start); err != nil || took > slowTxn {
+			s.logger.WarnContext(ctx, "etcd transaction failed or slow", "route", route, "took", took, "changes", len(items), "error", err)
+		}
 		if err != nil && tooLarge(err) {
 			// etcd refused the transaction's size (its limits are lower
 			// than Options say, or the estimate fell short): commit the

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -13,6 +14,9 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Embedded is an etcd server running inside this process, for a one-command
@@ -20,6 +24,8 @@ import (
 type Embedded struct {
 	etcd      *embed.Etcd
 	closeOnce sync.Once
+	// killed makes the member refuse every client call (see Kill).
+	killed *atomic.Bool
 }
 
 // EmbeddedConfig configures an embedded etcd.
@@ -90,6 +96,30 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if retention <= 0 {
 		retention = time.Hour
 	}
+	// A killed member refuses client calls at once: between its hard stop
+	// (which closes its storage) and the end of its gRPC servers, a call
+	// would reach the closed storage, and etcd would panic (Status does).
+	killed := new(atomic.Bool)
+	refuse := func() error {
+		if killed.Load() {
+			return status.Error(codes.Unavailable, "store: embedded etcd member killed")
+		}
+		return nil
+	}
+	cfg.GRPCAdditionalServerOptions = append(cfg.GRPCAdditionalServerOptions,
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := refuse(); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	)
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = retention.String()
 	e, err := embed.StartEtcd(cfg)
@@ -98,7 +128,7 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return &Embedded{etcd: e}, nil
+		return &Embedded{etcd: e, killed: killed}, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("store: embedded etcd failed: %w", err)
@@ -142,6 +172,7 @@ func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
 // of member loss.
 func (e *Embedded) Kill() {
 	e.closeOnce.Do(func() {
+		e.killed.Store(true)
 		e.etcd.Server.HardStop()
 		e.etcd.Close()
 	})

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
@@ -30,17 +32,83 @@ type member struct {
 	maint    etcdserverpb.MaintenanceClient
 }
 
-// leaderPoll is how often the leader is looked for again.
-const leaderPoll = time.Second
+// leaderPoll is how often the leader is looked for again; electionPoll is
+// how often while no leader is known (an election is under way).
+const (
+	leaderPoll   = time.Second
+	electionPoll = 50 * time.Millisecond
+)
 
-// txnKV returns the KV service transactions go to: the leader's, if known
-// and its connection is up (a call on a connection that is reconnecting
-// would fail at once; the balanced connection picks a ready one).
-func (c *Client) txnKV() etcdserverpb.KVClient {
-	if m := c.leader.Load(); m != nil && m.etcd.ActiveConnection().GetState() == connectivity.Ready {
-		return m.kv
+// leaderWait is how long a transaction waits for the leader to be known
+// before it goes over the balanced connection. A transaction sent to a
+// follower in the first second or so after the leader died is forwarded to
+// the dead leader and lost: the follower answers only when its own request
+// timeout (5 s + 2 election timeouts, 7 s at etcd's defaults) or the call's
+// runs out, and with one transaction in flight every write waits for it.
+// Sent to the new leader once the election is over, it cannot be forwarded.
+// After leaderWait the followers have long noticed the dead leader (an
+// election timeout is 1 s at etcd's defaults), so a transaction sent
+// through one of them is forwarded to the new leader, if there is one.
+const leaderWait = 3 * time.Second
+
+// txnKV returns the KV service transactions go to, and its name for logs:
+// the leader's (see leaderMember), else the balanced connection's.
+func (c *Client) txnKV(ctx context.Context) (etcdserverpb.KVClient, string) {
+	if m := c.leaderMember(ctx); m != nil {
+		return m.kv, m.endpoint
 	}
-	return c.kv
+	return c.kv, "balanced"
+}
+
+// writeClient returns the client that writes other than transactions
+// (lease grants) go through: the leader's connection (see leaderMember),
+// else the balanced one. A lease grant is a raft proposal like a
+// transaction, lost the same way when a follower forwards it to a dead
+// leader.
+func (c *Client) writeClient(ctx context.Context) *clientv3.Client {
+	if m := c.leaderMember(ctx); m != nil {
+		return m.etcd
+	}
+	return c.etcd
+}
+
+// leaderMember returns the leader's member if it is known and its
+// connection is up, else nil (writes then go over the balanced
+// connection, which picks a ready member). With several endpoints and the
+// leader unknown (it died, or an election is under way), it waits, at most
+// leaderWait or until ctx is done, for followLeader to find the new one.
+func (c *Client) leaderMember(ctx context.Context) *member {
+	if len(c.dial.Endpoints) < 2 {
+		return nil
+	}
+	var deadline <-chan time.Time
+	for {
+		found := c.found.Load()
+		if m := c.leader.Load(); m != nil && m.etcd.ActiveConnection().GetState() == connectivity.Ready {
+			return m
+		}
+		c.lookAgain()
+		if deadline == nil {
+			t := time.NewTimer(leaderWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-*found:
+		case <-deadline:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// lookAgain has followLeader look for the leader at once.
+func (c *Client) lookAgain() {
+	select {
+	case c.recheck <- struct{}{}:
+	default:
+	}
 }
 
 // LeaderEndpoint returns the endpoint transactions go to, or "" when they
@@ -63,10 +131,7 @@ func (c *Client) txnFailed(err error) {
 	if c.leader.Swap(nil) == nil {
 		return
 	}
-	select {
-	case c.recheck <- struct{}{}:
-	default:
-	}
+	c.lookAgain()
 }
 
 // followLeader keeps track of which endpoint leads, every leaderPoll and
@@ -87,68 +152,90 @@ func (c *Client) followLeader(ctx context.Context, logger *slog.Logger, timeout 
 			}
 		}
 	}()
-	tick := time.NewTicker(leaderPoll)
-	defer tick.Stop()
-	last := ""
+	last, lost := "", time.Time{}
 	for {
 		ep := c.findLeader(ctx, members, timeout)
 		if ep != last && ctx.Err() == nil {
-			if ep != "" {
+			switch {
+			case ep != "" && !lost.IsZero():
+				logger.InfoContext(ctx, "etcd transactions go to the new leader", "endpoint", ep, "without_leader", time.Since(lost))
+			case ep != "":
 				logger.InfoContext(ctx, "etcd transactions go to the leader", "endpoint", ep)
-			} else {
-				logger.WarnContext(ctx, "etcd leader not found; transactions go over the balanced connection", "endpoints", c.dial.Endpoints)
+			default:
+				logger.WarnContext(ctx, "etcd leader not found; transactions wait for one, then go over the balanced connection", "endpoints", c.dial.Endpoints)
 			}
 			last = ep
+		}
+		poll := leaderPoll
+		if ep == "" {
+			poll = electionPoll
+			if lost.IsZero() {
+				lost = time.Now()
+			}
+		} else {
+			lost = time.Time{}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(poll):
 		case <-c.recheck:
 		}
 	}
 }
 
-// findLeader asks the members (the current leader first) which of them
-// leads, connecting to those it has no connection to yet, and returns the
-// leader's endpoint ("" if none answered as the leader).
+// findLeader asks every member at once which of them leads, connecting to
+// those it has no connection to yet, and returns the leader's endpoint (""
+// if none answered as the leader; of two that do, a deposed leader that has
+// not noticed yet and the new one, the one of the higher term). A dead
+// member holds up nothing: the members are asked in parallel, and a call
+// on a connection that is not up fails at once instead of waiting for it
+// (etcd's client waits by default).
 func (c *Client) findLeader(ctx context.Context, members []*member, timeout time.Duration) string {
-	cur := c.leader.Load()
-	order := make([]int, 0, len(members))
-	for i, m := range members {
-		if m != nil && m == cur {
-			order = append([]int{i}, order...)
-		} else {
-			order = append(order, i)
-		}
-	}
-	// A dead member must not hold up the others for a whole call timeout:
-	// Status is answered from memory, and a connection (with etcd's auth, a
-	// token) on a healthy member takes milliseconds.
+	// Status is answered from memory, and a connection (with etcd's auth,
+	// a token) on a healthy member takes milliseconds.
 	timeout = min(timeout, time.Second)
-	for _, i := range order {
-		if ctx.Err() != nil {
-			return ""
-		}
-		if members[i] == nil {
-			m, err := c.connectMember(ctx, c.dial.Endpoints[i], timeout)
-			if err != nil {
-				continue // down for now; tried again next round
+	type answer struct {
+		m    *member
+		term uint64
+	}
+	answers := make([]answer, len(members))
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() {
+			if members[i] == nil {
+				m, err := c.connectMember(ctx, c.dial.Endpoints[i], timeout)
+				if err != nil {
+					return // down for now; tried again next round
+				}
+				members[i] = m
 			}
-			members[i] = m
-		}
-		m := members[i]
-		sctx, cancel := context.WithTimeout(ctx, timeout)
-		st, err := m.maint.Status(sctx, &etcdserverpb.StatusRequest{})
-		cancel()
-		if err == nil && st.GetLeader() != 0 && st.GetLeader() == st.GetHeader().GetMemberId() {
-			c.leader.Store(m)
-			return m.endpoint
+			m := members[i]
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			st, err := m.maint.Status(sctx, &etcdserverpb.StatusRequest{}, grpc.WaitForReady(false))
+			cancel()
+			if err == nil && st.GetLeader() != 0 && st.GetLeader() == st.GetHeader().GetMemberId() {
+				answers[i] = answer{m: m, term: st.GetRaftTerm()}
+			}
+		})
+	}
+	wg.Wait()
+	var best answer
+	for _, a := range answers {
+		if a.m != nil && (best.m == nil || a.term > best.term) {
+			best = a
 		}
 	}
-	c.leader.Store(nil)
+	c.leader.Store(best.m)
+	if best.m != nil {
+		// Wake the transactions waiting for a leader.
+		close(*c.found.Swap(ptr(make(chan struct{}))))
+		return best.m.endpoint
+	}
 	return ""
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // connectMember opens a connection to one endpoint, with the Client's
 // settings.
@@ -175,4 +262,12 @@ type leaderState struct {
 	dial    clientv3.Config
 	leader  atomic.Pointer[member]
 	recheck chan struct{}
+	// found is closed, and replaced, each time findLeader finds a leader.
+	found atomic.Pointer[chan struct{}]
+}
+
+// initLeaderState sets up a dialed Client's leader tracking.
+func (c *Client) initLeaderState(dial clientv3.Config) {
+	c.dial, c.recheck = dial, make(chan struct{}, 1)
+	c.found.Store(ptr(make(chan struct{})))
 }

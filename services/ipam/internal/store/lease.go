@@ -36,7 +36,7 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, erro
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	sent := time.Now()
-	resp, err := s.client.Grant(ctx, secs)
+	resp, err := s.conn.writeClient(ctx).Grant(ctx, secs)
 	if err != nil {
 		return nil, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -109,7 +109,7 @@ func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
 	}
 	ctx, cancel := l.s.bounded(ctx)
 	defer cancel()
-	resp, err := l.s.client.Put(ctx, key(r), string(b), clientv3.WithLease(l.id))
+	resp, err := l.s.conn.writeClient(ctx).Put(ctx, key(r), string(b), clientv3.WithLease(l.id))
 	if err != nil {
 		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)
 	}

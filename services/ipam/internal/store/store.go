@@ -153,6 +153,13 @@ func (s *Store) recall(k string, rev int64) any {
 	return w.value
 }
 
+// logSlow logs an etcd call that failed or took longer than slowTxn.
+func (s *Store) logSlow(ctx context.Context, what string, start time.Time, err error) {
+	if took := time.Since(start); err != nil || took > slowTxn {
+		s.logger.WarnContext(ctx, "etcd call failed or slow", "call", what, "took", took, "error", err)
+	}
+}
+
 // bounded returns ctx bounded by CallTimeout, for one etcd call.
 func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.opts.CallTimeout)
@@ -162,7 +169,9 @@ func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFun
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
+	start := time.Now()
 	resp, err := s.client.Get(ctx, root+"ready", clientv3.WithCountOnly())
+	s.logSlow(ctx, "read revision", start, err)
 	if err != nil {
 		return 0, fmt.Errorf("store: read revision: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -205,7 +214,9 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.Lease
 	}
 	gctx, cancel := s.bounded(ctx)
 	defer cancel()
-	resp, err := s.client.Grant(gctx, int64((ttl + time.Hour).Seconds()))
+	start := time.Now()
+	resp, err := s.conn.writeClient(gctx).Grant(gctx, int64((ttl + time.Hour).Seconds()))
+	s.logSlow(ctx, "lease grant", start, err)
 	if err != nil {
 		return 0, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -217,7 +228,9 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.Lease
 func (s *Store) Get(ctx context.Context, r ipam.Ref) (ipam.Event, error) {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
+	start := time.Now()
 	resp, err := s.client.Get(ctx, key(r))
+	s.logSlow(ctx, "get", start, err)
 	if err != nil {
 		return ipam.Event{}, fmt.Errorf("store: get %s: %w: %w", key(r), ipam.ErrUnavailable, err)
 	}
