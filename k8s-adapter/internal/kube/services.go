@@ -34,6 +34,7 @@ const (
 	ReasonAllocationFailed = "AllocationFailed"
 	ReasonReleaseFailed    = "ReleaseFailed"
 	ReasonUpdated          = "AllocationUpdated"
+	ReasonNotKept          = "IPNotKept"
 )
 
 // syncService makes one Service's allocation, status, annotation and
@@ -193,7 +194,22 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 		mu.Lock()
 		defer mu.Unlock()
 	}
-	res, err := c.lb.Ensure(ctx, want)
+	var res lb.Result
+	var err error
+	if c.adoptable(key, want, prev) {
+		res, err = c.lb.Adopt(ctx, want, prev)
+	} else {
+		res, err = c.lb.Ensure(ctx, want)
+	}
+	if le := res.NotAdopted; le != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), le.Message, le.Reason)
+		c.logger.InfoContext(ctx, "status addresses not kept", "service", key, "addresses", prev, "reason", le.Reason, "error", le.Message)
+	}
+	if res.Adopted {
+		pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
+		c.logger.InfoContext(ctx, "status addresses kept", "service", key, "addresses", res.Allocation.GetAddresses(), "pool", pool)
+	}
 	if len(res.Replaced) > 0 {
 		c.held.Delete(key)
 	}
@@ -221,6 +237,20 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 	}
 	c.held.Store(key, struct{}{})
 	return res, nil
+}
+
+// adoptable reports whether a Service's status addresses should be asked
+// for (see lb.Client.Adopt): it shows addresses, asks for none in
+// particular, and the adapter knows of no allocation of its in the IPAM
+// (the resync at start lists them). So a Service that MetalLB gave an
+// address keeps it when the adapter takes over, as MetalLB itself keeps it
+// across restarts by rebuilding its state from the Services' status.
+func (c *Controller) adoptable(key string, want *ipamv1.Allocation, prev []string) bool {
+	if len(prev) == 0 || len(want.GetRequestedAddresses()) > 0 {
+		return false
+	}
+	_, isHeld := c.held.Load(key)
+	return !isHeld
 }
 
 // publish writes the allocation into the Service: status, pool and tenant
