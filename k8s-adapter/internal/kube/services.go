@@ -177,8 +177,17 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 	if m != nil && m.want == sum && time.Since(m.at) < memoTTL {
 		// Asked the IPAM moments ago with the same request.
 		res.Allocation, at = m.alloc, m.at
-	} else if res, err = c.ensure(ctx, svc, key, want, prev); err != nil {
-		return err
+	} else {
+		if _, isHeld := c.held.Load(key); !isHeld && !c.gate.admit(key) {
+			// Configuration is being imported: allocate in the batch after
+			// it, in order of age (see gate).
+			return nil
+		}
+		res, err = c.ensure(ctx, svc, key, want, prev)
+		c.gate.decided(key)
+		if err != nil {
+			return err
+		}
 	}
 	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: at}
 	c.memos.Store(key, m)
