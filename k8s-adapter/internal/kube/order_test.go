@@ -74,13 +74,12 @@ func orderServices(e *env) []*corev1.Service {
 // orderRun is one application of the pools and Services to a fresh
 // tenant, namespace and adapter; it returns each Service's addresses.
 type orderRun struct {
-	t           *testing.T
-	e           *env
-	mns         string
-	ranges      [3]string // high, low, named
-	pools       []*unstructured.Unstructured
-	services    []*corev1.Service
-	interleaved bool
+	t        *testing.T
+	e        *env
+	mns      string
+	ranges   [3]string // high, low, named
+	pools    []*unstructured.Unstructured
+	services []*corev1.Service
 }
 
 func newOrderRun(t *testing.T, ranges [3]string) *orderRun {
