@@ -109,7 +109,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 	}
 	if annotated || finalized || marked {
 		finalizers := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == Finalizer })
-		annotations := map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil}
+		annotations := map[string]any{request.PoolAnnotation: nil, request.MetalLBPoolAnnotation: nil, request.TenantAnnotation: nil}
 		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}
@@ -248,6 +248,21 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 	return res, nil
 }
 
+// metallbPoolName returns the name of the MetalLB IPAddressPool the IPAM
+// pool id was imported from, or id if it was not imported (MetalLB's
+// ip-allocated-from-pool annotation names the IPAddressPool).
+func (c *Controller) metallbPoolName(id string) string {
+	if c.metallb == nil {
+		return id
+	}
+	for _, u := range c.metallb.objects(KindIPAddressPool) {
+		if metallb.PoolID(c.cfg.Tenant, u.GetNamespace(), u.GetName()) == id {
+			return u.GetName()
+		}
+	}
+	return id
+}
+
 // adoptable reports whether a Service's status addresses should be asked
 // for (see lb.Client.Adopt): it shows addresses, asks for none in
 // particular, and the adapter knows of no allocation of its in the IPAM
@@ -291,12 +306,14 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key strin
 		}
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}
-	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
+	mlbPool := c.metallbPoolName(pool)
+	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool ||
+		svc.Annotations[request.MetalLBPoolAnnotation] != mlbPool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
 		finalizers := svc.Finalizers
 		if !slices.Contains(finalizers, Finalizer) {
 			finalizers = append(slices.Clone(finalizers), Finalizer)
 		}
-		annotations := map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant}
+		annotations := map[string]any{request.PoolAnnotation: pool, request.MetalLBPoolAnnotation: mlbPool, request.TenantAnnotation: c.cfg.Tenant}
 		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}
