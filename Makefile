@@ -50,11 +50,12 @@ deps: ## Install the Debian packages the tests need, if any is missing (needs ro
 ## ---- build and run ---------------------------------------------------------
 
 .PHONY: build
-build: ## Build ipamd, announcerd, gatewayd and beaconctl into bin/.
+build: ## Build ipamd, announcerd, gatewayd, beaconctl and k8s-adapter into bin/.
 	go build -o $(BIN)/ipamd ./services/ipam/cmd/ipamd
 	go build -o $(BIN)/announcerd ./services/announcer/cmd/announcerd
 	go build -o $(BIN)/gatewayd ./services/gateway/cmd/gatewayd
 	go build -o $(BIN)/beaconctl ./beaconctl
+	go build -o $(BIN)/k8s-adapter ./k8s-adapter/cmd/k8s-adapter
 
 # make run: ipamd (embedded etcd) behind gatewayd, with development
 # certificates and a bootstrap admin token made on first start in .data/

@@ -112,6 +112,11 @@ type Config struct {
 	// MetalLBResync re-applies MetalLB's resources and refreshes their status
 	// this often (default 30 s).
 	MetalLBResync time.Duration
+	// MetalLBSettle is how long the import waits, after a change of
+	// MetalLB's resources, for no further change (in all at most 2 s or 8
+	// times MetalLBSettle), so that
+	// objects applied together are imported together (default 250 ms).
+	MetalLBSettle time.Duration
 	// SyncNodes keeps the tenant's IPAM Nodes (their labels, for node
 	// selectors and the exclude-from-external-load-balancers label) equal
 	// to the cluster's Nodes.
@@ -160,6 +165,7 @@ type Controller struct {
 	recorder    record.EventRecorder
 
 	metallb *metallbSync // nil when MetalLB resources are not read
+	gate    *gate        // orders allocations after configuration changes
 	nodes   *nodeSync    // nil when Nodes are not synced
 
 	// held are the owners known to hold an allocation: from the resync at
@@ -187,11 +193,14 @@ func New(kc *Cluster, ipam IPAM, logger *slog.Logger, cfg Config) (*Controller, 
 	if cfg.MetalLBResync <= 0 {
 		cfg.MetalLBResync = 30 * time.Second
 	}
+	if cfg.MetalLBSettle <= 0 {
+		cfg.MetalLBSettle = 250 * time.Millisecond
+	}
 	if cfg.NodeResync <= 0 {
 		cfg.NodeResync = 30 * time.Second
 	}
 	c := &Controller{
-		cfg: cfg, kube: kc, ipam: ipam, logger: logger,
+		cfg: cfg, kube: kc, ipam: ipam, logger: logger, gate: newGate(),
 		lb: lb.New(ipam.Allocations, cfg.Tenant, lb.Options{Hold: cfg.ReleaseHold}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedMaxOfRateLimiter(
@@ -309,6 +318,12 @@ func (c *Controller) lead(ctx context.Context) error {
 			}
 		})
 	}
+	if c.metallb == nil || len(c.metallb.informers) == 0 {
+		// No import to wait for: the Services that hold no allocation get
+		// their turns now, oldest first (the MetalLB import runs its own
+		// batch after each import).
+		wg.Go(func() { c.runBatch(ctx, c.gate.generation(), true) })
+	}
 	c.logger.InfoContext(ctx, "reconciling", "workers", c.cfg.Workers, "resync_took", time.Since(start).String())
 	<-ctx.Done()
 	c.queue.ShutDown()
@@ -366,7 +381,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	turn := c.gate.begin(key)
 	err := c.syncService(ctx, key)
+	c.gate.end(turn)
 	c.reconciles.Add(1)
 	if err == nil {
 		c.queue.Forget(key)

@@ -169,14 +169,30 @@ func ignoreNotFound(err error) error {
 // passes, not one per change.
 const minResyncGap = 200 * time.Millisecond
 
-// resyncLoop calls sync at once, then on every trigger and every period,
-// at most once per minResyncGap, until ctx is done. After a failure it
-// calls it again with a back-off (0.5 s doubling to 30 s), triggers
-// waiting meanwhile. what names the synced things in logs.
-func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period time.Duration, trigger <-chan struct{}, sync func(context.Context) error) {
+// maxSettle bounds the wait for a quiet moment (see resyncLoop): at most
+// this, or 8 times the settle time if that is longer.
+const maxSettle = 2 * time.Second
+
+// resyncLoop calls sync at once (after a quiet moment, see settle, if a
+// trigger is pending), then on every trigger and every period,
+// at most once per minResyncGap, until ctx is done. With settle > 0, a
+// trigger is followed by a wait until no trigger came for settle (see
+// maxSettle), so that objects applied together are synced together. After
+// a failure it calls sync again with a back-off (0.5 s doubling to 30 s),
+// triggers waiting meanwhile. what names the synced things in logs.
+func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period, settle time.Duration, trigger <-chan struct{}, sync func(context.Context) error) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	delay := time.Duration(0)
+	select {
+	case <-trigger:
+		// Objects were added as the cache filled: some may still be
+		// arriving (applied as the adapter started).
+		if !waitQuiet(ctx, trigger, settle) {
+			return
+		}
+	default:
+	}
 	for {
 		start := time.Now()
 		err := sync(ctx)
@@ -202,12 +218,40 @@ func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period ti
 		case <-ctx.Done():
 			return
 		case <-trigger:
+			if !waitQuiet(ctx, trigger, settle) {
+				return
+			}
 		case <-tick.C:
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Until(start.Add(minResyncGap))):
+		}
+	}
+}
+
+// waitQuiet waits until no trigger came for settle, or the bound of
+// maxSettle passed;
+// it returns false if ctx is done first.
+func waitQuiet(ctx context.Context, trigger <-chan struct{}, settle time.Duration) bool {
+	if settle <= 0 {
+		return true
+	}
+	quiet := time.NewTimer(settle)
+	defer quiet.Stop()
+	limit := time.NewTimer(max(maxSettle, 8*settle))
+	defer limit.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-trigger:
+			quiet.Reset(settle)
+		case <-quiet.C:
+			return true
+		case <-limit.C:
+			return true
 		}
 	}
 }

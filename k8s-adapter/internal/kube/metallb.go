@@ -66,6 +66,9 @@ type metallbSync struct {
 	trigger   chan struct{}
 
 	ledger *ledger
+	// Touched by the sync loop only: whether the import at hand created or
+	// changed a pool, and whether one import was done.
+	poolsChanged, imported bool
 }
 
 func newMetalLBSync(c *Controller) (*metallbSync, error) {
@@ -131,7 +134,10 @@ func (m *metallbSync) hasSynced() bool {
 	return true
 }
 
+// poke records a change of the configuration (closing the gate until it
+// is imported) and wakes the import.
 func (m *metallbSync) poke() {
+	m.c.gate.changed()
 	select {
 	case m.trigger <- struct{}{}:
 	default:
@@ -155,7 +161,7 @@ func (m *metallbSync) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.trigger, m.sync)
+	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.c.cfg.MetalLBSettle, m.trigger, m.sync)
 }
 
 // objects returns the cached objects of a kind, by name.
@@ -192,8 +198,26 @@ type outcome struct {
 	usage      map[string]any      // IPAddressPool only
 }
 
-// sync applies every MetalLB object to the IPAM and writes their status.
+// sync imports a snapshot of the MetalLB objects (see importAll), then
+// gives the Services that hold no allocation their turns, oldest first:
+// every such Service after the first import and after any that changed a
+// pool (a Service that waited for a pool gets it now), else the Services
+// parked meanwhile.
 func (m *metallbSync) sync(ctx context.Context) error {
+	gen := m.c.gate.generation()
+	m.poolsChanged = false
+	err := m.importAll(ctx)
+	if ctx.Err() != nil {
+		return err
+	}
+	m.c.runBatch(ctx, gen, m.poolsChanged || !m.imported)
+	m.imported = true
+	return err
+}
+
+// importAll applies every MetalLB object in the cache to the IPAM, as one
+// snapshot, and writes their status.
+func (m *metallbSync) importAll(ctx context.Context) error {
 	tenant := m.c.cfg.Tenant
 	parent := "tenants/" + tenant
 	var outcomes []*outcome
@@ -326,8 +350,9 @@ func (m *metallbSync) poolKind(tenant string) kindOps[*ipamv1.Pool] {
 			return err
 		},
 		// New or larger pools may satisfy Services that failed to get an
-		// address: try those again now instead of after their back-off.
-		after: func(context.Context, []string) { m.c.requeueWithoutAddress() },
+		// address: the batch after the import tries those again now
+		// instead of after their back-off.
+		after: func(context.Context, []string) { m.poolsChanged = true },
 	}
 }
 
@@ -587,14 +612,4 @@ func reasonOf(err error) string {
 		return "Failed"
 	}
 	return b.String()
-}
-
-// requeueWithoutAddress queues every LoadBalancer Service that has no
-// address yet.
-func (c *Controller) requeueWithoutAddress() {
-	for _, obj := range c.services.GetStore().List() {
-		if s, ok := obj.(*corev1.Service); ok && s.Spec.Type == corev1.ServiceTypeLoadBalancer && len(s.Status.LoadBalancer.Ingress) == 0 {
-			c.enqueue(s)
-		}
-	}
 }

@@ -269,6 +269,15 @@ func TestMetalLBManifests(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}
 	}
+	// MetalLB's annotation names the IPAddressPool, as MetalLB writes it.
+	waitFor(t, "nginx's ip-allocated-from-pool annotation", func() (bool, string) {
+		s, err := e.get("nginx")
+		if err != nil {
+			return false, err.Error()
+		}
+		got := s.Annotations["metallb.universe.tf/ip-allocated-from-pool"]
+		return got == "production", got
+	})
 	autoIP := e.waitIPs("auto", 1)[0]
 	dualIPs := e.waitIPs("dual", 2)
 	// auto and dual take the two lowest free IPv4 addresses of first-pool

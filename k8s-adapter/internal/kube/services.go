@@ -34,6 +34,7 @@ const (
 	ReasonAllocationFailed = "AllocationFailed"
 	ReasonReleaseFailed    = "ReleaseFailed"
 	ReasonUpdated          = "AllocationUpdated"
+	ReasonNotKept          = "IPNotKept"
 )
 
 // syncService makes one Service's allocation, status, annotation and
@@ -108,7 +109,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 	}
 	if annotated || finalized || marked {
 		finalizers := slices.DeleteFunc(slices.Clone(svc.Finalizers), func(f string) bool { return f == Finalizer })
-		annotations := map[string]any{request.PoolAnnotation: nil, request.TenantAnnotation: nil}
+		annotations := map[string]any{request.PoolAnnotation: nil, request.MetalLBPoolAnnotation: nil, request.TenantAnnotation: nil}
 		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}
@@ -176,8 +177,17 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 	if m != nil && m.want == sum && time.Since(m.at) < memoTTL {
 		// Asked the IPAM moments ago with the same request.
 		res.Allocation, at = m.alloc, m.at
-	} else if res, err = c.ensure(ctx, svc, key, want, prev); err != nil {
-		return err
+	} else {
+		if _, isHeld := c.held.Load(key); !isHeld && !c.gate.admit(key) {
+			// Configuration is being imported: allocate in the batch after
+			// it, in order of age (see gate).
+			return nil
+		}
+		res, err = c.ensure(ctx, svc, key, want, prev)
+		c.gate.decided(key)
+		if err != nil {
+			return err
+		}
 	}
 	m = &memo{uid: svc.UID, want: sum, alloc: res.Allocation, at: at}
 	c.memos.Store(key, m)
@@ -193,7 +203,22 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 		mu.Lock()
 		defer mu.Unlock()
 	}
-	res, err := c.lb.Ensure(ctx, want)
+	var res lb.Result
+	var err error
+	if c.adoptable(key, want, prev) {
+		res, err = c.lb.Adopt(ctx, want, prev)
+	} else {
+		res, err = c.lb.Ensure(ctx, want)
+	}
+	if le := res.NotAdopted; le != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), le.Message, le.Reason)
+		c.logger.InfoContext(ctx, "status addresses not kept", "service", key, "addresses", prev, "reason", le.Reason, "error", le.Message)
+	}
+	if res.Adopted {
+		pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
+		c.logger.InfoContext(ctx, "status addresses kept", "service", key, "addresses", res.Allocation.GetAddresses(), "pool", pool)
+	}
 	if len(res.Replaced) > 0 {
 		c.held.Delete(key)
 	}
@@ -221,6 +246,35 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 	}
 	c.held.Store(key, struct{}{})
 	return res, nil
+}
+
+// metallbPoolName returns the name of the MetalLB IPAddressPool the IPAM
+// pool id was imported from, or id if it was not imported (MetalLB's
+// ip-allocated-from-pool annotation names the IPAddressPool).
+func (c *Controller) metallbPoolName(id string) string {
+	if c.metallb == nil {
+		return id
+	}
+	for _, u := range c.metallb.objects(KindIPAddressPool) {
+		if metallb.PoolID(c.cfg.Tenant, u.GetNamespace(), u.GetName()) == id {
+			return u.GetName()
+		}
+	}
+	return id
+}
+
+// adoptable reports whether a Service's status addresses should be asked
+// for (see lb.Client.Adopt): it shows addresses, asks for none in
+// particular, and the adapter knows of no allocation of its in the IPAM
+// (the resync at start lists them). So a Service that MetalLB gave an
+// address keeps it when the adapter takes over, as MetalLB itself keeps it
+// across restarts by rebuilding its state from the Services' status.
+func (c *Controller) adoptable(key string, want *ipamv1.Allocation, prev []string) bool {
+	if len(prev) == 0 || len(want.GetRequestedAddresses()) > 0 {
+		return false
+	}
+	_, isHeld := c.held.Load(key)
+	return !isHeld
 }
 
 // publish writes the allocation into the Service: status, pool and tenant
@@ -252,12 +306,14 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key strin
 		}
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}
-	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
+	mlbPool := c.metallbPoolName(pool)
+	if !slices.Contains(svc.Finalizers, Finalizer) || svc.Annotations[request.PoolAnnotation] != pool ||
+		svc.Annotations[request.MetalLBPoolAnnotation] != mlbPool || svc.Annotations[request.TenantAnnotation] != c.cfg.Tenant {
 		finalizers := svc.Finalizers
 		if !slices.Contains(finalizers, Finalizer) {
 			finalizers = append(slices.Clone(finalizers), Finalizer)
 		}
-		annotations := map[string]any{request.PoolAnnotation: pool, request.TenantAnnotation: c.cfg.Tenant}
+		annotations := map[string]any{request.PoolAnnotation: pool, request.MetalLBPoolAnnotation: mlbPool, request.TenantAnnotation: c.cfg.Tenant}
 		if _, err := c.patchMeta(ctx, svc, rv, finalizers, annotations); err != nil {
 			return err
 		}

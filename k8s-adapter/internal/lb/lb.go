@@ -18,6 +18,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -67,6 +68,12 @@ type Result struct {
 	Replaced []string
 	// Updated names the fields changed on an existing allocation.
 	Updated []string
+	// Adopted is set when Adopt allocated the addresses it was given.
+	Adopted bool
+	// NotAdopted is the IPAM's refusal of the addresses Adopt was given
+	// (another owner holds them, they are in no pool, or no pool the owner
+	// may draw from); the allocation then is Ensure's.
+	NotAdopted *Error
 }
 
 // Ensure makes the owner's allocation match want: it allocates, and if the
@@ -107,6 +114,39 @@ func (c *Client) Ensure(ctx context.Context, want *ipamv1.Allocation) (Result, e
 	}
 	res.Allocation, res.Updated = uresp.GetAllocation(), mask
 	return res, nil
+}
+
+// Adopt is Ensure for an owner that asks for no particular address but is
+// known to use addrs (a Service whose status shows them: written by MetalLB
+// before a migration, or by the adapter before the owner's allocation was
+// lost). It first asks for exactly addrs; if the IPAM allocates them, or
+// the owner already holds them, they are kept. If the owner holds other
+// addresses, those win (the IPAM's record is the truth for an owner it
+// knows). If the IPAM refuses addrs for a reason that another try would not
+// change (in use, in no pool, not allowed), Ensure allocates as usual and
+// Result.NotAdopted says why addrs were not kept. A retryable failure is
+// returned as it is: a passing fault must not move an address.
+func (c *Client) Adopt(ctx context.Context, want *ipamv1.Allocation, addrs []string) (Result, error) {
+	try := proto.CloneOf(want)
+	try.RequestedAddresses = slices.Clone(addrs)
+	resp, err := c.alloc.Allocate(ctx, &ipamv1.AllocateRequest{Parent: c.parent, Allocation: try})
+	if err == nil {
+		// Allocated or already held; Ensure updates what differs (and
+		// re-allocates if it was held under another sharing key).
+		res, err := c.Ensure(ctx, want)
+		res.Adopted = resp.GetCreated() && len(res.Replaced) == 0
+		return res, err
+	}
+	werr := wrap("allocate the status addresses", err)
+	var e *Error
+	if !errors.As(werr, &e) || e.Retryable() {
+		return Result{}, werr
+	}
+	res, err := c.Ensure(ctx, want)
+	if e.Reason != ReasonOwnerHoldsOther {
+		res.NotAdopted = e
+	}
+	return res, err
 }
 
 // Release frees the owner's allocation (keeping it for the owner for the

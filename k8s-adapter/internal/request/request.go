@@ -37,6 +37,12 @@ const (
 // pool its addresses came from.
 const PoolAnnotation = PrefixBeacon + "ip-allocated-from-pool"
 
+// MetalLBPoolAnnotation is the annotation MetalLB writes on a Service: the
+// name of the IPAddressPool its addresses came from. The adapter writes it
+// too, for tools that read it: the IPAddressPool's name for a pool imported
+// from MetalLB, else the IPAM pool ID.
+const MetalLBPoolAnnotation = PrefixDeprecated + "ip-allocated-from-pool"
+
 // TenantAnnotation is the annotation the adapter writes on a Service it
 // allocates for: its tenant. With it, adapters of two tenants (two classes)
 // in one cluster each take back only their own finalizer and status.
