@@ -189,7 +189,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		if !lost && plan != nil && time.Since(cutOff) >= c.opts.Grace {
 			lost = true
-			c.logger.WarnContext(ctx, "cut off from the IPAM past the grace period: stopping L2 answers", "grace", c.opts.Grace)
+			c.logger.WarnContext(ctx, "cut off from the IPAM past the grace period: dropping the L2 addresses (not answered since the last right ran out)", "grace", c.opts.Grace)
 			c.publish(Update{Plan: plan, Gen: c.gen.Load(), Lost: true})
 		}
 		// While the node still holds its plan (within the grace period), a
