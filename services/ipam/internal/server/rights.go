@@ -46,23 +46,19 @@ func newRights(length time.Duration, lease aliveUntil) *rights {
 // The node counts the length from when it sent its heartbeat, which was
 // before now, so its right ends no later than now+length.
 func (r *rights) grant(now time.Time) time.Duration {
-	d := min(r.length, r.lease.AliveUntil().Sub(now)-rightsMargin)
-	if d <= 0 {
-		return 0
-	}
-	r.mu.Lock()
-	if end := now.Add(d); end.After(r.end) {
-		r.end = end
-	}
-	r.mu.Unlock()
-	return d
+	return r.record(now, min(r.length, r.lease.AliveUntil().Sub(now)-rightsMargin))
 }
 
 // farewell returns the length of a last right, granted by a replica that
 // is stopping and leaves the node's lease to expire: as long as the lease is
 // known to live, less the margin.
 func (r *rights) farewell(now time.Time) time.Duration {
-	d := r.lease.AliveUntil().Sub(now) - rightsMargin
+	return r.record(now, r.lease.AliveUntil().Sub(now)-rightsMargin)
+}
+
+// record notes a right of length d granted at now (none if d is not
+// positive) and returns its length.
+func (r *rights) record(now time.Time, d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
