@@ -151,10 +151,11 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		now := a.opts.Now()
 		spec := *req
 		plan, err := a.idx.PlanAllocate(&spec, now)
-		if pending := (*index.SharePending)(nil); errors.As(err, &pending) {
-			// Another allocation under this sharing key is committing:
-			// wait for it, so as to share its address. Waiting is not a
-			// conflict; it does not use up an attempt.
+		if pending := (*index.Pending)(nil); errors.As(err, &pending) {
+			// Another allocation this replica is committing decides what
+			// this one gets (it shares its address, or holds the addresses
+			// left): wait for it. Waiting is not a conflict; it does not
+			// use up an attempt.
 			select {
 			case <-pending.Done:
 			case <-ctx.Done():

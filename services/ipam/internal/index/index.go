@@ -39,10 +39,12 @@ type Index struct {
 	// scanning its claims (see reclaimHeld).
 	heldIn   map[string]*heldSet
 	sharing  map[shareKey]map[netip.Addr]struct{}
-	reserved map[netip.Addr]struct{}
+	// reserved holds the addresses plans being committed have taken, with
+	// their plan: another plan that needs one waits for it (see Pending).
+	reserved map[netip.Addr]*Plan
 	// inFlight holds, per sharing key, the plan being committed that
 	// allocates under it; another plan under the key waits for it (see
-	// SharePending).
+	// Pending).
 	inFlight   map[shareKey]*Plan
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
@@ -83,7 +85,7 @@ func New() *Index {
 		poolClaims: make(map[string]map[netip.Addr]struct{}),
 		heldIn:     make(map[string]*heldSet),
 		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
-		reserved:   make(map[netip.Addr]struct{}),
+		reserved:   make(map[netip.Addr]*Plan),
 		inFlight:   make(map[shareKey]*Plan),
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
@@ -360,8 +362,11 @@ func (x *Index) dropClaim(addr netip.Addr) {
 
 // reserve takes addr out of its pool's free list while a plan that uses it
 // is being committed, so that concurrent plans pick other addresses.
-func (x *Index) reserve(p *poolEntry, addr netip.Addr) {
-	x.reserved[addr] = struct{}{}
+func (x *Index) reserve(p *poolEntry, addr netip.Addr, by *Plan) {
+	if by.done == nil {
+		by.done = make(chan struct{})
+	}
+	x.reserved[addr] = by
 	p.take(addr)
 }
 

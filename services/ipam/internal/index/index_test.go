@@ -318,7 +318,7 @@ func TestUsageCounts(t *testing.T) {
 // A plan under a sharing key makes the next plan under the key wait until
 // it is committed (then they share) or given up (then the next one
 // allocates on its own).
-func TestSharePending(t *testing.T) {
+func TestPending(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/29"), 1)}, 1)
 	keyed := func(port uint16) func(*ipam.Allocation) {
@@ -328,9 +328,9 @@ func TestSharePending(t *testing.T) {
 	}
 	first := plan(t, x, "a", keyed(80))
 	_, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "b", SharingKey: "k", Ports: []ipam.Port{{Number: 443, Protocol: ipam.TCP}}}, t0)
-	var pending *SharePending
+	var pending *Pending
 	if !errors.As(err, &pending) {
-		t.Fatalf("second plan under the key: %v, want SharePending", err)
+		t.Fatalf("second plan under the key: %v, want Pending", err)
 	}
 	other := plan(t, x, "c") // no key: not held up
 	x.Unreserve(other)

@@ -22,8 +22,9 @@ type Plan struct {
 	// Change is what to commit.
 	Change   ipam.Change
 	reserved []reservation
-	// share and done are set on a plan that allocates under a sharing key:
-	// done is closed when the plan is committed or given up.
+	// done is set on a plan that reserves addresses or allocates under a
+	// sharing key (share): it is closed when the plan is committed or
+	// given up.
 	share *shareKey
 	done  chan struct{}
 	// adds is how many addresses the plan adds to its tenant's (Alloc's)
@@ -31,16 +32,20 @@ type Plan struct {
 	adds uint64
 }
 
-// SharePending is returned by PlanAllocate when another allocation under
-// the same sharing key is being committed by this replica: the caller
-// waits for Done and plans again, so that the two share one address (when
-// their ports allow) instead of taking two.
-type SharePending struct {
+// Pending is returned by PlanAllocate when a plan this replica is
+// committing decides what this one may get: the caller waits for Done and
+// plans again. Either the other plan allocates under the same sharing key
+// (the two then share one address, when their ports allow, instead of
+// taking two), or it has reserved an address this plan needs: the last
+// free ones of a family, or the one requested. The reservation may still
+// fail, so the pool is neither exhausted nor the address in use (and no
+// hold is reclaimed) until it is settled.
+type Pending struct {
 	Done <-chan struct{}
 }
 
-func (e *SharePending) Error() string {
-	return "an allocation under the same sharing key is being committed"
+func (e *Pending) Error() string {
+	return "an allocation being committed holds what this one needs"
 }
 
 type reservation struct {
@@ -118,7 +123,7 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	if req.SharingKey != "" {
 		share = &shareKey{req.Tenant, req.SharingKey}
 		if p := x.inFlight[*share]; p != nil {
-			return nil, &SharePending{Done: p.done}
+			return nil, &Pending{Done: p.done}
 		}
 	}
 	b := &builder{x: x, plan: &Plan{}, claims: make(map[netip.Addr]*ipam.Claim)}
@@ -178,7 +183,10 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		b.put(ShareRef(a.Tenant, a.SharingKey), &ipam.Share{Tenant: a.Tenant, Key: a.SharingKey})
 	}
 	if share != nil {
-		b.plan.share, b.plan.done = share, make(chan struct{})
+		b.plan.share = share
+		if b.plan.done == nil {
+			b.plan.done = make(chan struct{})
+		}
 		x.inFlight[*share] = b.plan
 	}
 	return b.plan, nil
@@ -344,8 +352,8 @@ func (b *builder) requested(a *ipam.Allocation) error {
 			b.share(a, addr, c.c)
 			continue
 		}
-		if _, busy := b.x.reserved[addr]; busy {
-			return ipam.Refuse(ipam.ErrAddressInUse, "address %s is being allocated", addr)
+		if other := b.x.reserved[addr]; other != nil {
+			return &Pending{Done: other.done}
 		}
 		b.claim(pool, a, addr)
 	}
@@ -374,7 +382,7 @@ func (x *Index) admits(p *poolEntry, a *ipam.Allocation) error {
 }
 
 func (b *builder) claim(p *poolEntry, a *ipam.Allocation, addr netip.Addr) {
-	b.x.reserve(p, addr)
+	b.x.reserve(p, addr, b.plan)
 	b.plan.reserved = append(b.plan.reserved, reservation{addr: addr, pool: p.pool.Name})
 	b.claims[addr] = &ipam.Claim{
 		Addr: addr, Pool: p.pool.Name, Tenant: a.Tenant, SharingKey: a.SharingKey,
@@ -432,6 +440,11 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 			b.cond(ipam.Ref{Kind: ipam.KindPool, ID: a.Pool})
 			return nil
 		}
+	}
+	// Nothing free: if plans in flight hold addresses of a candidate pool,
+	// wait for them before reclaiming a hold or refusing.
+	if d := b.x.reservedIn(candidates, a); d != nil {
+		return &Pending{Done: d}
 	}
 	for _, p := range candidates {
 		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
@@ -494,6 +507,25 @@ func (b *builder) shareable(p *poolEntry, a *ipam.Allocation, f ipam.Family) (ne
 	return best, best.IsValid()
 }
 
+// reservedIn returns the done channel of a plan in flight that reserved
+// an address of a family a may take in one of the candidate pools, or nil.
+// Cost: O(addresses reserved × candidates), both small.
+func (x *Index) reservedIn(candidates []*poolEntry, a *ipam.Allocation) <-chan struct{} {
+	for addr, other := range x.reserved {
+		for _, p := range candidates {
+			if !p.space.Contains(addr) {
+				continue
+			}
+			for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
+				if slices.Contains(fams, ipam.FamilyOf(addr)) {
+					return other.done
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // reclaimHeld plans taking addresses kept for released owners when a pool
 // has nothing else: the lowest held address per family, ending its hold.
 //
@@ -546,7 +578,7 @@ func (x *Index) unreserveLocked(p *Plan) {
 		p.adds = 0
 	}
 	if p.done != nil {
-		if x.inFlight[*p.share] == p {
+		if p.share != nil && x.inFlight[*p.share] == p {
 			delete(x.inFlight, *p.share)
 		}
 		close(p.done)
