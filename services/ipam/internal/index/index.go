@@ -37,8 +37,8 @@ type Index struct {
 	// heldIn holds, per pool name, the addresses of its claims kept for a
 	// released owner, in order: a full pool reclaims the lowest without
 	// scanning its claims (see reclaimHeld).
-	heldIn   map[string]*heldSet
-	sharing  map[shareKey]map[netip.Addr]struct{}
+	heldIn  map[string]*heldSet
+	sharing map[shareKey]map[netip.Addr]struct{}
 	// reserved holds the addresses plans being committed have taken, with
 	// their plan: another plan that needs one waits for it (see Pending).
 	reserved map[netip.Addr]*Plan
