@@ -133,8 +133,19 @@ test-k8s: testbins build ## The k8s-adapter's tests, against a real kube-apiserv
 	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./k8s-adapter/...
 
 .PHONY: test-integration
-test-integration: build ## End-to-end tests against the real binaries.
-	BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./tests/integration/...
+test-integration: build testbins ## End-to-end tests against the real binaries (and the short robustness run).
+	BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./tests/integration/...
+
+# The short robustness run alone (it is part of test-integration):
+# BEACON_ROBUSTNESS_SEED=N runs seed N again. See docs/reliability.md.
+.PHONY: test-robustness
+test-robustness: build testbins ## The robustness harness's short run: 3 ipamd on 3 etcd under faults, checked with porcupine.
+	BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 go test $(GO_TEST_FLAGS) -v -run 'TestRobustness|TestModel|TestCheckerCatchesBrokenAllocator' ./tests/integration/robustness/ \
+	  | grep -vE '^ +[a-z_]+\.go:[0-9]+: fault '
+
+# Longer robustness runs: ROBUSTNESS_RUNS runs of ROBUSTNESS_DURATION each.
+ROBUSTNESS_RUNS     ?= 5
+ROBUSTNESS_DURATION ?= 60s
 
 .PHONY: fuzz
 fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
@@ -161,6 +172,8 @@ bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see 
 	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo,rawleader --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
 	@echo ">> etcd leader loss: the leader of a 3-member cluster killed 30 times under load (see docs/reliability.md)"
 	go run ./services/ipam/cmd/ipam-bench --etcd-cluster $(TESTBINS)/etcd --leader-kills 30 --out $(CURDIR)/bench.out
+	@echo ">> robustness: $(ROBUSTNESS_RUNS) runs of $(ROBUSTNESS_DURATION) under faults, checked with porcupine (see docs/reliability.md)"
+	BEACON_BIN=$(BIN) go run ./tests/integration/cmd/robustness --etcd $(TESTBINS)/etcd --runs $(ROBUSTNESS_RUNS) --duration $(ROBUSTNESS_DURATION) --clients 16 --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
