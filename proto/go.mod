@@ -3,6 +3,7 @@ module github.com/beaconlb/beacon/proto
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

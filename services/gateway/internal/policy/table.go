@@ -21,7 +21,7 @@ const (
 	// Own lets the call through if every resource name in the request
 	// (and in every later message of a client stream) belongs to the
 	// caller's tenant, and at least one does; responses naming another
-	// tenant's resources are refused. See CheckRequest.
+	// tenant's resources are refused. See tenantscope.CheckRequest.
 	Own
 	// OwnPools lets a tenant read the pools it may draw from: the request
 	// is narrowed to them (ListPools' filter gets `tenant = "T"`), and

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/beaconlb/beacon/proto/tenantscope"
 	"github.com/beaconlb/beacon/services/gateway/internal/auth"
 	"github.com/beaconlb/beacon/services/gateway/internal/limit"
 	"github.com/beaconlb/beacon/services/gateway/internal/policy"
@@ -300,11 +301,11 @@ func (c *call) checkRequest(f *Frame, first bool) error {
 		return status.Errorf(codes.InvalidArgument, "cannot decode the %s request: %v", c.m.name, err)
 	}
 	if c.access == policy.Own {
-		err := policy.CheckRequest(msg, c.id.Tenant, first)
+		err := tenantscope.CheckRequest(msg, c.id.Tenant, first)
 		c.refused = err != nil
 		return err
 	}
-	if policy.NarrowPoolRequest(msg, c.id.Tenant) {
+	if tenantscope.NarrowPoolRequest(msg, c.id.Tenant) {
 		b, err := proto.Marshal(msg.Interface())
 		if err != nil {
 			return status.Errorf(codes.Internal, "re-encode request: %v", err)
@@ -329,13 +330,13 @@ func (c *call) checkResponse(ctx context.Context, f *Frame, decoded protoreflect
 		}
 	}
 	if c.access == policy.Own {
-		if err := policy.CheckResponse(msg, c.id.Tenant); err != nil {
+		if err := tenantscope.CheckResponse(msg, c.id.Tenant); err != nil {
 			c.p.logger.ErrorContext(ctx, "IPAM answered with another tenant's resource; withheld", "method", c.m.name, "actor", c.id.Actor, "error", err)
 			return err
 		}
 		return nil
 	}
-	changed, err := policy.FilterPoolResponse(msg, c.id.Tenant)
+	changed, err := tenantscope.FilterPoolResponse(msg, c.id.Tenant)
 	if err != nil {
 		c.refused = true
 		return err

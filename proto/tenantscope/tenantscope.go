@@ -1,4 +1,9 @@
-package policy
+// Package tenantscope owns the rule that a caller acting for one tenant
+// names only that tenant's resources: it checks decoded request and
+// response messages of the IPAM's API, and narrows pool listings to the
+// pools a tenant may draw from. The gateway applies it to every tenant
+// caller; the IPAM applies it to adapters.
+package tenantscope
 
 import (
 	"fmt"
@@ -67,7 +72,7 @@ func ownsName(tenant, name string) bool {
 	return name == own || strings.HasPrefix(name, own+"/")
 }
 
-// CheckRequest enforces Own on one decoded request message of a caller
+// CheckRequest checks one decoded request message of a caller
 // acting for tenant. Every resource name must be the tenant's: a name or
 // parent value must be "tenants/{tenant}" or start with
 // "tenants/{tenant}/". Below the top level, a value without '/' is not a
@@ -77,10 +82,10 @@ func ownsName(tenant, name string) bool {
 // hello of a Subscribe) must also name at least one of the tenant's
 // resources, so that nothing reaches the IPAM unscoped. Refusals are
 // PermissionDenied status errors; a request with fields unknown to the
-// gateway (which could hide a resource name) is InvalidArgument.
+// server (which could hide a resource name) is InvalidArgument.
 func CheckRequest(m protoreflect.Message, tenant string, first bool) error {
 	if hasUnknown(m) {
-		return status.Error(codes.InvalidArgument, "the request has fields this gateway does not know; it cannot check them")
+		return status.Error(codes.InvalidArgument, "the request has fields this server does not know; it cannot check them")
 	}
 	matched := false
 	err := walkNames(m, "", 0, func(path, v string, depth int) error {
@@ -103,7 +108,7 @@ func CheckRequest(m protoreflect.Message, tenant string, first bool) error {
 	return nil
 }
 
-// CheckResponse enforces Own on a response message: any name or parent
+// CheckResponse checks a response message: any name or parent
 // under "tenants/" must be the tenant's. The IPAM scopes every answer to
 // the request's tenant, so a failure here is a bug upstream; it is refused
 // rather than shown.
@@ -116,7 +121,7 @@ func CheckResponse(m protoreflect.Message, tenant string) error {
 	})
 }
 
-// NarrowPoolRequest applies OwnPools to a request: a "filter" field gets
+// NarrowPoolRequest narrows a pool request to the tenant's pools: a "filter" field gets
 // the term `tenant = "{tenant}"` added, so that the IPAM lists only pools
 // the tenant may draw from. It reports whether m changed.
 func NarrowPoolRequest(m protoreflect.Message, tenant string) bool {
@@ -135,7 +140,7 @@ func NarrowPoolRequest(m protoreflect.Message, tenant string) bool {
 
 var poolName = (&ipamv1.Pool{}).ProtoReflect().Descriptor().FullName()
 
-// FilterPoolResponse applies OwnPools to a response: top-level Pool fields
+// FilterPoolResponse narrows a pool response to the tenant's pools: top-level Pool fields
 // the tenant may not draw from are removed from lists, and a single one is
 // refused with PermissionDenied. Pools shown keep only the caller's tenant
 // in their tenants list, so no tenant learns the names of others. It
@@ -206,7 +211,7 @@ func redactTenants(p protoreflect.Message, tenant string) bool {
 }
 
 // hasUnknown reports whether m or any message inside it carries fields
-// the gateway's copy of the API does not know. Such a field could be a
+// this copy of the API does not know. Such a field could be a
 // resource name the checks cannot see, so scoped requests with one are
 // refused.
 func hasUnknown(m protoreflect.Message) bool {

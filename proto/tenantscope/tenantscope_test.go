@@ -1,4 +1,4 @@
-package policy_test
+package tenantscope_test
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/policy"
+	"github.com/beaconlb/beacon/proto/tenantscope"
 )
 
 func TestCheckRequest(t *testing.T) {
@@ -61,7 +61,7 @@ func TestCheckRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := policy.CheckRequest(tt.req.ProtoReflect(), "c1", tt.first)
+			err := tenantscope.CheckRequest(tt.req.ProtoReflect(), "c1", tt.first)
 			if got := status.Code(err); got != tt.want {
 				t.Errorf("CheckRequest = %v, want %v", err, tt.want)
 			}
@@ -83,7 +83,7 @@ func TestCheckRequestUnknownFields(t *testing.T) {
 	if err := proto.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if err := policy.CheckRequest(got.ProtoReflect(), "c1", true); status.Code(err) != codes.InvalidArgument {
+	if err := tenantscope.CheckRequest(got.ProtoReflect(), "c1", true); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("CheckRequest with an unknown field = %v, want InvalidArgument", err)
 	}
 }
@@ -92,15 +92,15 @@ func TestCheckResponse(t *testing.T) {
 	ok := &ipamv1.ListAllocationsResponse{Allocations: []*ipamv1.Allocation{
 		{Name: "tenants/c1/allocations/a1", Pool: "pools/p", Announcements: []*ipamv1.AllocationAnnouncement{{Announcer: "tenants/c1/announcers/n1"}}},
 	}}
-	if err := policy.CheckResponse(ok.ProtoReflect(), "c1"); err != nil {
+	if err := tenantscope.CheckResponse(ok.ProtoReflect(), "c1"); err != nil {
 		t.Errorf("own response refused: %v", err)
 	}
 	leak := &ipamv1.ListAllocationsResponse{Allocations: []*ipamv1.Allocation{{Name: "tenants/c1/allocations/a1"}, {Name: "tenants/c2/allocations/a2"}}}
-	if err := policy.CheckResponse(leak.ProtoReflect(), "c1"); status.Code(err) != codes.Internal {
+	if err := tenantscope.CheckResponse(leak.ProtoReflect(), "c1"); status.Code(err) != codes.Internal {
 		t.Errorf("response with another tenant's allocation = %v, want Internal", err)
 	}
 	watch := &ipamv1.WatchAllocationsResponse{Events: []*ipamv1.AllocationEvent{{Allocation: &ipamv1.Allocation{Name: "tenants/c2/allocations/a2"}}}}
-	if err := policy.CheckResponse(watch.ProtoReflect(), "c1"); status.Code(err) != codes.Internal {
+	if err := tenantscope.CheckResponse(watch.ProtoReflect(), "c1"); status.Code(err) != codes.Internal {
 		t.Errorf("watch event of another tenant = %v, want Internal", err)
 	}
 }
@@ -113,14 +113,14 @@ func TestNarrowPoolRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		req := &ipamv1.ListPoolsRequest{Filter: tt.filter, PageSize: 5}
-		if !policy.NarrowPoolRequest(req.ProtoReflect(), "c1") {
+		if !tenantscope.NarrowPoolRequest(req.ProtoReflect(), "c1") {
 			t.Errorf("%q: not narrowed", tt.filter)
 		}
 		if diff := cmp.Diff(&ipamv1.ListPoolsRequest{Filter: tt.want, PageSize: 5}, req, protocmp.Transform()); diff != "" {
 			t.Errorf("%q (-want +got):\n%s", tt.filter, diff)
 		}
 	}
-	if policy.NarrowPoolRequest((&ipamv1.GetPoolRequest{Name: "pools/p"}).ProtoReflect(), "c1") {
+	if tenantscope.NarrowPoolRequest((&ipamv1.GetPoolRequest{Name: "pools/p"}).ProtoReflect(), "c1") {
 		t.Error("GetPoolRequest has no filter, yet was narrowed")
 	}
 }
@@ -132,7 +132,7 @@ func TestFilterPoolResponse(t *testing.T) {
 		{Name: "pools/shared", Tenants: []string{"c2", "c1", "c3"}},
 		{Name: "pools/theirs", Tenants: []string{"c2"}},
 	}, NextPageToken: "next"}
-	changed, err := policy.FilterPoolResponse(list.ProtoReflect(), "c1")
+	changed, err := tenantscope.FilterPoolResponse(list.ProtoReflect(), "c1")
 	if err != nil || !changed {
 		t.Fatalf("FilterPoolResponse = %v, %v", changed, err)
 	}
@@ -146,11 +146,11 @@ func TestFilterPoolResponse(t *testing.T) {
 	}
 
 	get := &ipamv1.GetPoolResponse{Pool: &ipamv1.Pool{Name: "pools/theirs", Tenants: []string{"c2"}}}
-	if _, err := policy.FilterPoolResponse(get.ProtoReflect(), "c1"); status.Code(err) != codes.PermissionDenied {
+	if _, err := tenantscope.FilterPoolResponse(get.ProtoReflect(), "c1"); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("GetPool of another tenant's pool = %v, want PermissionDenied", err)
 	}
 	get = &ipamv1.GetPoolResponse{Pool: &ipamv1.Pool{Name: "pools/everyone"}}
-	if changed, err := policy.FilterPoolResponse(get.ProtoReflect(), "c1"); err != nil || changed {
+	if changed, err := tenantscope.FilterPoolResponse(get.ProtoReflect(), "c1"); err != nil || changed {
 		t.Errorf("GetPool of a pool for everyone = %v, %v; want unchanged", changed, err)
 	}
 }
