@@ -58,16 +58,19 @@ build: ## Build ipamd, announcerd, gatewayd, beaconctl and k8s-adapter into bin/
 	go build -o $(BIN)/k8s-adapter ./k8s-adapter/cmd/k8s-adapter
 
 # make run: ipamd (embedded etcd) behind gatewayd, with development
-# certificates and a bootstrap admin token made on first start in .data/
-# (never checked in). Ctrl-C stops both.
+# certificates (one per role: the gateway presents its own to the IPAM)
+# and a bootstrap admin token made on first start in .data/ (never checked
+# in). Ctrl-C stops both.
 .PHONY: run
 run: build ## Run Beacon on this machine: IPAM (embedded etcd, data in .data/) behind the gateway on https://127.0.0.1:8443.
 	@mkdir -p $(DATA)
+	@$(BIN)/beaconctl certs dev --dir $(DATA)/certs >/dev/null
 	@trap 'kill $$ipamd $$gw 2>/dev/null; wait; exit 0' INT TERM; \
-	$(BIN)/ipamd --data-dir $(DATA)/ipamd & ipamd=$$!; \
-	$(BIN)/gatewayd --ipam 127.0.0.1:7400 --dev-certs $(DATA)/certs --bootstrap-token-file $(DATA)/admin-token & gw=$$!; \
+	$(BIN)/ipamd --data-dir $(DATA)/ipamd --tls-cert $(DATA)/certs/server.pem --tls-key $(DATA)/certs/server-key.pem --tls-client-ca $(DATA)/certs/ca.pem & ipamd=$$!; \
+	$(BIN)/gatewayd --ipam 127.0.0.1:7400 --ipam-tls-ca $(DATA)/certs/ca.pem --ipam-tls-cert $(DATA)/certs/client-beacon-gateway.pem --ipam-tls-key $(DATA)/certs/client-beacon-gateway-key.pem \
+	  --dev-certs $(DATA)/certs --bootstrap-token-file $(DATA)/admin-token & gw=$$!; \
 	for i in $$(seq 100); do [ -s $(DATA)/admin-token ] && break; sleep 0.1; done; \
-	echo ">> ipamd:    gRPC on 127.0.0.1:7400, metrics and health on http://127.0.0.1:7401"; \
+	echo ">> ipamd:    gRPC with mutual TLS on 127.0.0.1:7400 (one certificate per role in $(DATA)/certs, see docs/security.md), metrics and health on http://127.0.0.1:7401"; \
 	echo ">> gateway:  gRPC and REST on https://127.0.0.1:8443 (CA $(DATA)/certs/ca.pem), ops on http://127.0.0.1:8444"; \
 	echo ">> admin token: $$(cat $(DATA)/admin-token)"; \
 	echo ">> try:   curl --cacert $(DATA)/certs/ca.pem -H \"Authorization: Bearer $$(cat $(DATA)/admin-token)\" https://127.0.0.1:8443/v1/pools"; \

@@ -3,6 +3,7 @@ module github.com/beaconlb/beacon/beaconctl
 go 1.26.0
 
 require (
+	github.com/beaconlb/beacon/pkg v0.0.0
 	github.com/beaconlb/beacon/proto v0.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.10.2
@@ -20,4 +21,7 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
-replace github.com/beaconlb/beacon/proto v0.0.0 => ../proto
+replace (
+	github.com/beaconlb/beacon/pkg v0.0.0 => ../pkg
+	github.com/beaconlb/beacon/proto v0.0.0 => ../proto
+)

@@ -113,6 +113,11 @@ func (ca *CA) Pool() *x509.CertPool {
 // no hosts means localhost, 127.0.0.1 and ::1. It returns PEM certificate
 // and key.
 func (ca *CA) Server(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	return ca.ServerFor(Validity, hosts...)
+}
+
+// ServerFor is Server with a validity of its own.
+func (ca *CA) ServerFor(validity time.Duration, hosts ...string) (certPEM, keyPEM []byte, err error) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
@@ -127,12 +132,17 @@ func (ca *CA) Server(hosts ...string) (certPEM, keyPEM []byte, err error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.issue(tmpl)
+	return ca.issue(tmpl, validity)
 }
 
 // Client makes a client certificate whose only URI SAN is identity, e.g.
 // "beacon://tenant/c1". It returns PEM certificate and key.
 func (ca *CA) Client(identity string) (certPEM, keyPEM []byte, err error) {
+	return ca.ClientFor(identity, Validity)
+}
+
+// ClientFor is Client with a validity of its own.
+func (ca *CA) ClientFor(identity string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	u, err := url.Parse(identity)
 	if err != nil || u.Scheme == "" {
 		return nil, nil, fmt.Errorf("devcerts: identity %q is not a URI", identity)
@@ -142,7 +152,7 @@ func (ca *CA) Client(identity string) (certPEM, keyPEM []byte, err error) {
 		URIs:        []*url.URL{u},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	return ca.issue(tmpl)
+	return ca.issue(tmpl, validity)
 }
 
 // ServerTLS is Server as a tls.Certificate.
@@ -163,7 +173,7 @@ func (ca *CA) ClientTLS(identity string) (tls.Certificate, error) {
 	return tls.X509KeyPair(c, k)
 }
 
-func (ca *CA) issue(tmpl *x509.Certificate) (certOut, keyOut []byte, err error) {
+func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (certOut, keyOut []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("devcerts: key: %w", err)
@@ -172,7 +182,7 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certOut, keyOut []byte, err error) 
 		return nil, nil, err
 	}
 	now := time.Now()
-	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(Validity)
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(validity)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -147,6 +147,7 @@ admin token, if those files exist.
 		newTenantCommand(g),
 		newTokenCommand(g),
 		newVersionCommand(g),
+		newCertsCommand(),
 	)
 	return root
 }

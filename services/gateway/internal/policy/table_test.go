@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/beaconlb/beacon/proto/apimethods"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/policy"
 )
@@ -56,13 +57,13 @@ func want(method string, role ipamv1.Role) policy.Access {
 // compiled into the binary: a new RPC without a row fails here, as does a
 // row for an RPC that no longer exists.
 func TestTableCoversEveryMethod(t *testing.T) {
-	methods := policy.Methods()
+	methods := apimethods.Methods()
 	if len(methods) < 50 {
-		t.Fatalf("only %d methods found in %s; are the descriptors registered?", len(methods), policy.APIPackage)
+		t.Fatalf("only %d methods found in %s; are the descriptors registered?", len(methods), apimethods.APIPackage)
 	}
 	seen := map[string]bool{}
 	for _, md := range methods {
-		name := policy.FullMethod(md)
+		name := apimethods.FullMethod(md)
 		seen[name] = true
 		if _, ok := policy.Lookup(name); !ok {
 			t.Errorf("%s has no row in the authorization table", name)
@@ -70,15 +71,15 @@ func TestTableCoversEveryMethod(t *testing.T) {
 	}
 	for name := range policy.Table {
 		if !seen[name] {
-			t.Errorf("table row %s names no method of %s", name, policy.APIPackage)
+			t.Errorf("table row %s names no method of %s", name, apimethods.APIPackage)
 		}
 	}
 }
 
 // TestTableCellByCell checks every method × role cell against want.
 func TestTableCellByCell(t *testing.T) {
-	for _, md := range policy.Methods() {
-		name := policy.FullMethod(md)
+	for _, md := range apimethods.Methods() {
+		name := apimethods.FullMethod(md)
 		rule, _ := policy.Lookup(name)
 		for _, role := range Roles {
 			if got, w := rule.For(role), want(name, role); got != w {
@@ -93,9 +94,9 @@ func TestTableCellByCell(t *testing.T) {
 
 func TestStreamingMethodsAreKnown(t *testing.T) {
 	var streams []string
-	for _, md := range policy.Methods() {
+	for _, md := range apimethods.Methods() {
 		if md.IsStreamingClient() || md.IsStreamingServer() {
-			streams = append(streams, policy.FullMethod(md))
+			streams = append(streams, apimethods.FullMethod(md))
 		}
 	}
 	// WatchTokenRevocations is the gateway's own, denied to every caller.

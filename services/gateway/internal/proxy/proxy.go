@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/beaconlb/beacon/proto/apimethods"
 	"github.com/beaconlb/beacon/proto/tenantscope"
 	"github.com/beaconlb/beacon/services/gateway/internal/auth"
 	"github.com/beaconlb/beacon/services/gateway/internal/limit"
@@ -96,7 +97,7 @@ type method struct {
 	resumeIn, resumeOut protoreflect.FieldDescriptor
 }
 
-// New returns a Proxy for every method of policy.APIPackage.
+// New returns a Proxy for every method of apimethods.APIPackage.
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Backend == nil || cfg.Auth == nil {
 		return nil, errors.New("proxy: Backend and Auth are required")
@@ -112,7 +113,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, methods: map[string]*method{}, logger: cfg.Logger}
 	p.drained, p.drain = context.WithCancel(context.Background())
-	for _, md := range policy.Methods() {
+	for _, md := range apimethods.Methods() {
 		in, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 		if err != nil {
 			return nil, err
@@ -121,7 +122,7 @@ func New(cfg Config) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := policy.FullMethod(md)
+		name := apimethods.FullMethod(md)
 		rule, _ := policy.Lookup(name) // no row: the zero Rule denies everyone
 		m := &method{name: name, input: in, output: out, clientStreams: md.IsStreamingClient(), serverStreams: md.IsStreamingServer(), rule: rule}
 		if m.serverStreams && !m.clientStreams {

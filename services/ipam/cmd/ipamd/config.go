@@ -11,21 +11,25 @@ import (
 // config is ipamd's configuration, from flags with environment fallbacks
 // (BEACON_IPAM_ + the flag name in upper case, '-' as '_').
 type config struct {
-	Listen         string
-	OpsListen      string
-	EtcdEndpoints  []string
-	DataDir        string
-	TLSCert        string
-	TLSKey         string
-	TLSClientCA    string
-	ReleaseHold    time.Duration
-	CommitWorkers  int
-	LogLevel       string
-	OTLPEndpoint   string
-	OTLPInsecure   bool
-	ShutdownGrace  time.Duration
-	EtcdCompaction time.Duration
-	EtcdTimeout    time.Duration
+	Listen        string
+	OpsListen     string
+	EtcdEndpoints []string
+	DataDir       string
+	TLSCert       string
+	TLSKey        string
+	TLSClientCA   string
+	// TrustDomain is the SPIFFE trust domain of callers' identities;
+	// StreamsPerCaller caps the streams one adapter or announcer holds.
+	TrustDomain      string
+	StreamsPerCaller int
+	ReleaseHold      time.Duration
+	CommitWorkers    int
+	LogLevel         string
+	OTLPEndpoint     string
+	OTLPInsecure     bool
+	ShutdownGrace    time.Duration
+	EtcdCompaction   time.Duration
+	EtcdTimeout      time.Duration
 	// EtcdCA, EtcdCert and EtcdKey secure the connection to an external
 	// etcd; EtcdUsername and EtcdPassword authenticate to it.
 	EtcdCA, EtcdCert, EtcdKey  string
@@ -55,9 +59,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.TLSCert, "tls-cert", "", "server certificate (PEM); with --tls-key enables TLS")
 	str(&c.TLSKey, "tls-key", "", "server private key (PEM)")
 	str(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that client certificates must chain to; set to require them")
+	str(&c.TrustDomain, "trust-domain", "beacon", "SPIFFE trust domain of the callers' client certificates (spiffe://DOMAIN/...; see docs/security.md)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
-	var hold, grace, compaction, etcdTimeout, workers, insecure string
+	var hold, grace, compaction, etcdTimeout, workers, insecure, streams string
+	str(&streams, "streams-per-caller", "16", "open streams (Subscribe, WatchAllocations) one adapter or announcer identity may hold at once")
 	str(&hold, "release-hold", "10m", "default time released addresses are kept for their owner (0 frees them at once)")
 	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
 	str(&compaction, "etcd-compaction", "1h", "embedded etcd's history retention (bounds watch resume)")
@@ -87,6 +93,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if _, err := fmt.Sscanf(workers, "%d", &c.CommitWorkers); err != nil || c.CommitWorkers < 1 || c.CommitWorkers > 64 {
 		errs = append(errs, fmt.Errorf("--commit-workers: %q is not a number from 1 to 64", workers))
+	}
+	if _, err := fmt.Sscanf(streams, "%d", &c.StreamsPerCaller); err != nil || c.StreamsPerCaller < 1 {
+		errs = append(errs, fmt.Errorf("--streams-per-caller: %q is not a positive number", streams))
 	}
 	switch insecure {
 	case "true", "1":

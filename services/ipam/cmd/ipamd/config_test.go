@@ -18,6 +18,7 @@ func TestParseConfig(t *testing.T) {
 	want := config{
 		Listen: "127.0.0.1:7400", OpsListen: "127.0.0.1:7401", DataDir: "beacon-data", LogLevel: "info",
 		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, EtcdTimeout: 5 * time.Second, CommitWorkers: 1,
+		TrustDomain: "beacon", StreamsPerCaller: 16,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)

@@ -21,6 +21,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/grpcserve"
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/ipam/internal/access"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
@@ -56,7 +57,18 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 
+	guard, err := access.New(access.Options{
+		TrustDomain: cfg.TrustDomain, Insecure: cfg.TLSClientCA == "", Pools: rep,
+		StreamsPerCaller: cfg.StreamsPerCaller, Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
+	}, logger)
+	if err != nil {
+		return err
+	}
+	if cfg.TLSClientCA == "" {
+		logger.Warn("no --tls-client-ca: callers are not authenticated and every caller is an admin; use this on one machine only (see docs/security.md)")
+	}
 	opts := append(grpcserve.ServerOptions(), tel.GRPCServerOptions()...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream()))
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg)
 		if err != nil {

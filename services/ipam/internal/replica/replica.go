@@ -105,6 +105,18 @@ func (r *Replica) Load(ctx context.Context) error {
 // Register registers the replica's gRPC services.
 func (r *Replica) Register(g grpc.ServiceRegistrar) { r.server.Register(g) }
 
+// PoolTenants returns the tenants list of pool id (access.Pools).
+func (r *Replica) PoolTenants(ctx context.Context, id string) ([]string, bool, error) {
+	res, err := r.alloc.GetPool(ctx, id)
+	if errors.Is(err, ipam.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return res.Pool.Tenants, true, nil
+}
+
 // StopStreams ends the long-lived streams; see server.Server.StopStreams.
 func (r *Replica) StopStreams() { r.server.StopStreams() }
 

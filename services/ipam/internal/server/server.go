@@ -10,11 +10,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/access"
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
 	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
@@ -133,16 +133,9 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	ipamv1.RegisterTokenServiceServer(g, &tokenService{s: s})
 }
 
-// ActorKey is the metadata key the gateway sets to the authenticated
-// caller; the IPAM records it in the audit log.
-const ActorKey = "beacon-actor"
-
 // meta returns the audit and idempotency metadata of a request.
 func meta(ctx context.Context, method, requestID string, req proto.Message) allocator.Meta {
-	m := allocator.Meta{Actor: "anonymous", RequestID: requestID, Method: method}
-	if v := metadata.ValueFromIncomingContext(ctx, ActorKey); len(v) > 0 && v[0] != "" {
-		m.Actor = v[0]
-	}
+	m := allocator.Meta{Actor: access.Actor(ctx), RequestID: requestID, Method: method}
 	if requestID != "" {
 		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req) // request_id included: same ID, same bytes
 		sum := sha256.Sum256(b)

@@ -1,4 +1,7 @@
-package policy
+// Package apimethods lists the gRPC methods of Beacon's IPAM API from the
+// descriptors compiled into the binary, for the authorization tables that
+// must cover every one of them (the gateway's and the IPAM's).
+package apimethods
 
 import (
 	"slices"
@@ -11,7 +14,7 @@ import (
 	_ "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
-// APIPackage is the proto package whose services the gateway serves.
+// APIPackage is the proto package of the IPAM's API.
 const APIPackage = "beacon.ipam.v1"
 
 // Methods returns every method of every service in APIPackage, in full
