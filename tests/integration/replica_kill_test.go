@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -75,14 +74,7 @@ func TestReplicaKillsReassignNothing(t *testing.T) {
 			if tc.embedded {
 				shared = []string{"--data-dir", filepath.Join(dir, "ipamd")}
 			} else {
-				etcdBin, err := e2e.EtcdBinary()
-				if errors.Is(err, e2e.ErrNoEtcd) && os.Getenv("BEACON_TESTBINS_REQUIRED") == "" {
-					t.Skipf("SKIPPED %s: %v (make test-integration builds it)", t.Name(), err)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				etcd, err := e2e.StartEtcd(etcdBin, filepath.Join(dir, "etcd"))
+				etcd, err := e2e.StartEtcd(requireEtcd(t), filepath.Join(dir, "etcd"))
 				if err != nil {
 					t.Fatal(err)
 				}

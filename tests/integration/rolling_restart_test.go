@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/beaconlb/beacon/services/announcer/netlab"
+	"github.com/beaconlb/beacon/tests/integration/e2e"
+)
+
+// A rolling restart of every IPAM replica (three sharing one etcd; each
+// sent SIGTERM, started again and waited for) while the announcers are
+// subscribed withdraws nothing: FRR keeps both nodes' paths without an
+// UPDATE or a dropped session, and the L2 owner stays the only node
+// answering ARP, without a gap: the announcers move to another replica at
+// once.
+func TestRollingRestartKeepsAnnouncements(t *testing.T) {
+	requireLab(t, netlab.FRRBgpd, "vtysh", "ping")
+	etcd := requireEtcd(t)
+	c := newCluster(t, e2e.Options{Nodes: 2, Replicas: 3, EtcdBin: etcd})
+	ctx := context.Background()
+	lab, err := c.SetupRestartLab(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lab.RollingRestart(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d restarts in %v; %d announcer sessions moved; %d FRR polls; longest gap in the owner's ARP replies %v",
+		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, out.Polls, out.LongestARPGap.Round(time.Millisecond))
+	if len(out.PathGaps) > 0 {
+		t.Errorf("FRR's paths for %s changed in %d of %d polls: %v", lab.Prefix, len(out.PathGaps), out.Polls, out.PathGaps)
+	}
+	if out.Updates != 0 || out.SessionDrops != 0 {
+		t.Errorf("FRR received %d UPDATEs and dropped %d sessions during the rolling restart, want none", out.Updates, out.SessionDrops)
+	}
+	if len(out.WrongMACs) > 0 || out.OwnerMoved {
+		t.Errorf("L2 owner changes: other MACs answering ARP %v, owner moved %v; want only %s's %s", out.WrongMACs, out.OwnerMoved, lab.L2.Owner.Name, lab.L2.Owner.MAC)
+	}
+	if out.Resubscribed == 0 {
+		t.Errorf("no announcer session was on a restarted replica: the test proved nothing")
+	}
+	if out.LongestARPGap > 300*time.Millisecond {
+		t.Errorf("the L2 owner stopped answering for %v during the rolling restart", out.LongestARPGap.Round(time.Millisecond))
+	}
+}
+
+// requireEtcd returns the etcd test binary, or skips the test loudly when
+// it is missing (fails instead under BEACON_TESTBINS_REQUIRED).
+func requireEtcd(t *testing.T) string {
+	t.Helper()
+	bin, err := e2e.EtcdBinary()
+	if errors.Is(err, e2e.ErrNoEtcd) && os.Getenv("BEACON_TESTBINS_REQUIRED") == "" {
+		t.Skipf("SKIPPED %s: %v (make test-integration builds it)", t.Name(), err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
