@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -93,20 +98,65 @@ type RestartOutcome struct {
 	WrongMACs  []string
 	OwnerMoved bool
 	// LongestARPGap is the longest time without an ARP reply from the
-	// owner (the prober asks every 5 ms).
+	// owner (the prober asks every 5 ms); Withheld is how many replies and
+	// announcements the owner did not send for want of a right to answer
+	// (beacon_announcer_l2_withheld): 0 means a gap was the machine's
+	// scheduling, not the IPAM.
 	LongestARPGap time.Duration
+	Withheld      int
 	// Took is how long the restarts took in all.
 	Took time.Duration
 }
 
-// Withdrawals counts the route withdrawals and L2 owner changes seen: path
-// gaps, UPDATEs, dropped sessions, wrong MACs and a moved owner.
-func (o RestartOutcome) Withdrawals() int {
-	n := len(o.PathGaps) + o.Updates + o.SessionDrops + len(o.WrongMACs)
+// RouteWithdrawals counts what FRR saw of a withdrawal: polls without a
+// node's path, UPDATE messages (a withdrawal is one; Beacon sends none
+// while its routes stay as they are) and dropped sessions.
+func (o RestartOutcome) RouteWithdrawals() int {
+	return len(o.PathGaps) + o.Updates + o.SessionDrops
+}
+
+// L2OwnerChanges counts the MACs other than the owner's that answered ARP
+// for its address, and one more if the owner moved.
+func (o RestartOutcome) L2OwnerChanges() int {
+	n := len(o.WrongMACs)
 	if o.OwnerMoved {
 		n++
 	}
 	return n
+}
+
+// benchRestart runs cfg.RestartRounds rolling restarts of three replicas
+// under two subscribed nodes, FRR and an L2 address.
+func benchRestart(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (figs []Figure, err error) {
+	if cfg.RestartRounds <= 0 {
+		return nil, nil
+	}
+	if cfg.EtcdBin == "" {
+		logf("SKIPPING the rolling-restart benchmark: no etcd binary (make testbins)")
+		return nil, nil
+	}
+	c, err := New(ctx, Options{Bin: cfg.Bin, Nodes: 2, Replicas: 3, EtcdBin: cfg.EtcdBin, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	lab, err := c.SetupRestartLab(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := lab.RollingRestart(ctx, cfg.RestartRounds)
+	logf("rolling restarts: %d in %v, %d announcer sessions moved, %d FRR polls missing a path %v, %d UPDATEs, %d sessions dropped, other MACs answering ARP %v, owner moved %v, longest ARP gap %v, %d replies withheld",
+		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, len(out.PathGaps), out.PathGaps, out.Updates, out.SessionDrops, out.WrongMACs, out.OwnerMoved, out.LongestARPGap.Round(time.Millisecond), out.Withheld)
+	if err != nil {
+		return nil, err
+	}
+	return []Figure{
+		{Name: "restart_replica_restarts", Count: out.Restarts, Unit: "count"},
+		{Name: "restart_route_withdrawals", Count: out.RouteWithdrawals(), Unit: "count"},
+		{Name: "restart_l2_owner_changes", Count: out.L2OwnerChanges(), Unit: "count"},
+		{Name: "restart_l2_withheld", Count: out.Withheld, Unit: "count"},
+		{Name: "restart_l2_reply_gap_max", Value: out.LongestARPGap},
+	}, nil
 }
 
 // RollingRestart restarts every replica in turn, rounds times over: each
@@ -118,6 +168,10 @@ func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOut
 	c := l.C
 	var out RestartOutcome
 	before, err := l.neighbors(ctx)
+	if err != nil {
+		return out, err
+	}
+	withheld0, err := l.L2.Owner.withheld(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -162,6 +216,9 @@ func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOut
 	} else {
 		out.OwnerMoved = o != l.L2.Owner
 	}
+	withheld1, err := l.L2.Owner.withheld(ctx)
+	errs = append(errs, err)
+	out.Withheld = withheld1 - withheld0
 	after, err := l.neighbors(ctx)
 	errs = append(errs, err)
 	if err == nil {
@@ -219,4 +276,39 @@ func (c *Cluster) restartReplica(ctx context.Context, i int) (int, error) {
 	}
 	c.Logf("replica %d restarted and every announcer subscribed in %v (%d moved)", i, time.Since(t0).Round(time.Millisecond), moved)
 	return moved, nil
+}
+
+// withheld reads the node's beacon_announcer_l2_withheld counters (all
+// families) from its announcerd's metrics.
+func (n *Node) withheld(ctx context.Context) (int, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return DialerIn(n.Host.NS)(ctx, addr)
+	}}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:7402/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("e2e: %s metrics: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.HasPrefix(line, "beacon_announcer_l2_withheld") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("e2e: %s metrics: %q: %w", n.Name, line, err)
+		}
+		total += int(v)
+	}
+	return total, nil
 }
