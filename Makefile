@@ -133,8 +133,8 @@ test-k8s: testbins build ## The k8s-adapter's tests, against a real kube-apiserv
 	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./k8s-adapter/...
 
 .PHONY: test-integration
-test-integration: build ## End-to-end tests against the real binaries.
-	BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./tests/integration/...
+test-integration: build testbins ## End-to-end tests against the real binaries (etcd from testbins for the multi-replica ones).
+	BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./tests/integration/...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
@@ -156,14 +156,14 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 .PHONY: bench
 bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see docs/performance.md).
 	rm -f $(CURDIR)/bench.out
-	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
+	go run ./services/ipam/cmd/ipam-bench --ipamd $(BIN)/ipamd --out $(CURDIR)/bench.out
 	@echo ">> allocation load again, against a 3-member etcd cluster (real etcd processes, the production shape)"
 	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo,rawleader --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
 	@echo ">> etcd leader loss: the leader of a 3-member cluster killed 30 times under load (see docs/reliability.md)"
 	go run ./services/ipam/cmd/ipam-bench --etcd-cluster $(TESTBINS)/etcd --leader-kills 30 --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
-	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
-	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
+	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
+	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD, rolling IPAM restarts): they build network namespaces and need root"; fi
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BENCH=1 go test -count=1 -timeout=20m -run TestBenchBFDRecover -v ./services/announcer/internal/bgp/ \
 	  | grep -E '^(BENCH|--- |ok|FAIL)|bfd_bench_test|recover.go' | tee -a $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the BFD recovery benchmark (BIRD and FRR in network namespaces): it needs root"; fi
