@@ -293,7 +293,7 @@ func (n *Node) withheld(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("e2e: %s metrics: %w", n.Name, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, err
