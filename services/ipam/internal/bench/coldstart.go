@@ -38,7 +38,7 @@ type ColdStartConfig struct {
 	// Allocations is how many allocations are stored before the measured
 	// starts (default 100,000).
 	Allocations int
-	// Trials is how many starts are measured at each size (default 3);
+	// Trials is how many starts are measured at each size (default 5);
 	// the median is reported.
 	Trials int
 	// Concurrency is the number of concurrent Allocate calls that fill the
@@ -65,13 +65,14 @@ const (
 //
 //	BENCH cold_start_empty_ms, cold_start_100k_ms    exec → first Allocate answered (median of Trials)
 //	BENCH replica_rss_empty_mib, replica_rss_100k_mib VmRSS of ipamd right after that answer
-//	BENCH etcd_range_100k_ms                          one range read of every key in etcd
+//	BENCH etcd_range_100k_ms                          one range read of every key in etcd, before each start
+//	BENCH cold_start_100k_range_ratio                 median of each start's time over the range read before it
 func ColdStart(ctx context.Context, cfg ColdStartConfig) (figs []Figure, err error) {
 	if cfg.Allocations <= 0 {
 		cfg.Allocations = 100_000
 	}
 	if cfg.Trials <= 0 {
-		cfg.Trials = 3
+		cfg.Trials = 5
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -94,20 +95,33 @@ func ColdStart(ctx context.Context, cfg ColdStartConfig) (figs []Figure, err err
 	endpoint := strings.Join(emb.Endpoints(), ",")
 	fmt.Fprintf(cfg.Log, "== cold start: ipamd %s against etcd at %s (in this process, fsync on)\n", cfg.IPAMD, endpoint)
 
-	measure := func(label string) (time.Duration, float64, error) {
-		var took []time.Duration
-		var rss []float64
+	// measure starts ipamd Trials times; before each start, reference (if
+	// set) takes its turn, so that both see the same machine.
+	type result struct {
+		took, ref []time.Duration
+		rss       []float64
+		ratios    []float64
+	}
+	measure := func(label string, reference func() (time.Duration, error)) (res result, err error) {
 		for i := range cfg.Trials {
-			d, mib, err := coldStartOnce(ctx, cfg.IPAMD, endpoint, fmt.Sprintf("%s-%d", label, i), cfg.Log)
+			if reference != nil {
+				r, err := reference()
+				if err != nil {
+					return res, err
+				}
+				res.ref = append(res.ref, r)
+			}
+			d, mib, err := coldStartOnce(ctx, cfg.IPAMD, endpoint, fmt.Sprintf("%s-%d", label, i))
 			if err != nil {
-				return 0, 0, fmt.Errorf("cold start (%s): %w", label, err)
+				return res, fmt.Errorf("cold start (%s): %w", label, err)
 			}
 			fmt.Fprintf(cfg.Log, "cold start %s #%d: first Allocate answered %v after exec, VmRSS %.1f MiB\n", label, i+1, d.Round(time.Millisecond), mib)
-			took, rss = append(took, d), append(rss, mib)
+			res.took, res.rss = append(res.took, d), append(res.rss, mib)
+			if reference != nil {
+				res.ratios = append(res.ratios, float64(d)/float64(res.ref[i]))
+			}
 		}
-		slices.Sort(took)
-		slices.Sort(rss)
-		return took[len(took)/2], rss[len(rss)/2], nil
+		return res, nil
 	}
 
 	// The pool, then the reference starts on a store that holds only it.
@@ -123,7 +137,7 @@ func ColdStart(ctx context.Context, cfg ColdStartConfig) (figs []Figure, err err
 	if err := p.stop(); err != nil {
 		return nil, err
 	}
-	emptyTook, emptyRSS, err := measure("empty")
+	empty, err := measure("empty", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -142,40 +156,51 @@ func ColdStart(ctx context.Context, cfg ColdStartConfig) (figs []Figure, err err
 		return nil, err
 	}
 
-	// The raw reference: one range read of every key, as a replica's load
-	// does at least.
+	// The raw reference, taking turns with the starts: one range read of
+	// every key in etcd, the least any replica's load must do.
 	client, err := store.Dial(ctx, store.DialConfig{Endpoints: emb.Endpoints()})
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = client.Close() }()
-	var rangeTook []time.Duration
-	for range cfg.Trials {
+	rangeRead := func() (time.Duration, error) {
 		t0 := time.Now()
 		resp, err := client.Etcd().Get(ctx, "\x00", clientv3.WithFromKey())
 		if err != nil {
-			return nil, fmt.Errorf("range read: %w", err)
+			return 0, fmt.Errorf("range read: %w", err)
 		}
-		rangeTook = append(rangeTook, time.Since(t0))
-		var bytes int
+		took := time.Since(t0)
+		var n int
 		for _, kv := range resp.Kvs {
-			bytes += len(kv.Key) + len(kv.Value)
+			n += len(kv.Key) + len(kv.Value)
 		}
-		fmt.Fprintf(cfg.Log, "raw range read: %d keys, %.1f MiB, in %v\n", len(resp.Kvs), float64(bytes)/(1<<20), rangeTook[len(rangeTook)-1].Round(time.Millisecond))
+		fmt.Fprintf(cfg.Log, "raw range read: %d keys, %.1f MiB, in %v\n", len(resp.Kvs), float64(n)/(1<<20), took.Round(time.Millisecond))
+		return took, nil
 	}
-	slices.Sort(rangeTook)
-
-	fullTook, fullRSS, err := measure(size)
+	full, err := measure(size, rangeRead)
 	if err != nil {
 		return nil, err
 	}
 	return []Figure{
-		{"cold_start_empty_ms", millis(emptyTook), UnitMillis},
-		{"cold_start_" + size + "_ms", millis(fullTook), UnitMillis},
-		{"etcd_range_" + size + "_ms", millis(rangeTook[len(rangeTook)/2]), UnitMillis},
-		{"replica_rss_empty_mib", emptyRSS, UnitMiB},
-		{"replica_rss_" + size + "_mib", fullRSS, UnitMiB},
+		{"cold_start_empty_ms", millis(median(empty.took)), UnitMillis},
+		{"cold_start_" + size + "_ms", millis(median(full.took)), UnitMillis},
+		{"etcd_range_" + size + "_ms", millis(median(full.ref)), UnitMillis},
+		{"cold_start_" + size + "_range_ratio", medianFloat(full.ratios), UnitRatio},
+		{"replica_rss_empty_mib", medianFloat(empty.rss), UnitMiB},
+		{"replica_rss_" + size + "_mib", medianFloat(full.rss), UnitMiB},
 	}, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianFloat(fs []float64) float64 {
+	s := slices.Clone(fs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // sizeName names a number of allocations in figure names: 100000 → "100k".
@@ -191,7 +216,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // coldStartOnce starts ipamd on a port picked beforehand, calls Allocate
 // (waiting for the server to be ready) from right before the exec, and
 // returns the time to the answer and ipamd's VmRSS then.
-func coldStartOnce(ctx context.Context, bin, endpoint, owner string, log io.Writer) (time.Duration, float64, error) {
+func coldStartOnce(ctx context.Context, bin, endpoint, owner string) (time.Duration, float64, error) {
 	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return 0, 0, err
