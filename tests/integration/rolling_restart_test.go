@@ -16,7 +16,8 @@ import (
 // subscribed withdraws nothing: FRR keeps both nodes' paths without an
 // UPDATE or a dropped session, and the L2 owner stays the only node
 // answering ARP and never withholds a reply for want of a right: the
-// announcers move to another replica at once.
+// announcers move to another replica at once. Then the same with SIGKILL:
+// still nothing withdrawn and no owner change.
 func TestRollingRestartKeepsAnnouncements(t *testing.T) {
 	requireLab(t, netlab.FRRBgpd, "vtysh", "ping")
 	etcd := requireEtcd(t)
@@ -49,6 +50,25 @@ func TestRollingRestartKeepsAnnouncements(t *testing.T) {
 	// in its replies with nothing withheld is this machine's scheduling.)
 	if out.Withheld != 0 {
 		t.Errorf("the L2 owner withheld %d ARP replies or announcements for want of a right during the rolling restart (longest gap in its replies %v)", out.Withheld, out.LongestARPGap.Round(time.Millisecond))
+	}
+
+	// Crashes too (SIGKILL: no farewell, and the node leases the dead
+	// replica kept alive run out 2 s later) withdraw nothing and move no
+	// owner. The owner may withhold replies for a moment: its last right
+	// ends 0.4 s after its last acknowledged heartbeat, and it answers
+	// again once another replica acknowledges one (see "L2 ownership" in
+	// docs/announcement.md).
+	out, err = lab.RollingKill(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d crashes in %v; %d announcer sessions moved; %d replies withheld; longest gap in the owner's ARP replies %v",
+		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, out.Withheld, out.LongestARPGap.Round(time.Millisecond))
+	if out.RouteWithdrawals() != 0 {
+		t.Errorf("replica crashes: FRR saw %d UPDATEs, %d dropped sessions and %d polls without a path (%v), want none", out.Updates, out.SessionDrops, len(out.PathGaps), out.PathGaps)
+	}
+	if out.L2OwnerChanges() != 0 {
+		t.Errorf("replica crashes: other MACs answering ARP %v, owner moved %v; want only %s's %s", out.WrongMACs, out.OwnerMoved, lab.L2.Owner.Name, lab.L2.Owner.MAC)
 	}
 }
 

@@ -126,7 +126,8 @@ func (o RestartOutcome) L2OwnerChanges() int {
 }
 
 // benchRestart runs cfg.RestartRounds rolling restarts of three replicas
-// under two subscribed nodes, FRR and an L2 address.
+// under two subscribed nodes, FRR and an L2 address, then as many rounds
+// of crashes (SIGKILL).
 func benchRestart(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (figs []Figure, err error) {
 	if cfg.RestartRounds <= 0 {
 		return nil, nil
@@ -145,18 +146,29 @@ func benchRestart(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 		return nil, err
 	}
 	out, err := lab.RollingRestart(ctx, cfg.RestartRounds)
+	figs = restartFigures("restart", out)
 	logf("rolling restarts: %d in %v, %d announcer sessions moved, %d FRR polls missing a path %v, %d UPDATEs, %d sessions dropped, other MACs answering ARP %v, owner moved %v, longest ARP gap %v, %d replies withheld",
 		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, len(out.PathGaps), out.PathGaps, out.Updates, out.SessionDrops, out.WrongMACs, out.OwnerMoved, out.LongestARPGap.Round(time.Millisecond), out.Withheld)
 	if err != nil {
-		return nil, err
+		return figs, err
 	}
+	out, err = lab.RollingKill(ctx, cfg.RestartRounds)
+	logf("rolling crashes (SIGKILL): %d in %v, %d announcer sessions moved, %d FRR polls missing a path %v, %d UPDATEs, %d sessions dropped, other MACs answering ARP %v, owner moved %v, longest ARP gap %v, %d replies withheld",
+		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, len(out.PathGaps), out.PathGaps, out.Updates, out.SessionDrops, out.WrongMACs, out.OwnerMoved, out.LongestARPGap.Round(time.Millisecond), out.Withheld)
+	if err != nil {
+		return figs, err
+	}
+	return append(figs, restartFigures("restart_kill", out)...), nil
+}
+
+func restartFigures(prefix string, out RestartOutcome) []Figure {
 	return []Figure{
-		{Name: "restart_replica_restarts", Count: out.Restarts, Unit: "count"},
-		{Name: "restart_route_withdrawals", Count: out.RouteWithdrawals(), Unit: "count"},
-		{Name: "restart_l2_owner_changes", Count: out.L2OwnerChanges(), Unit: "count"},
-		{Name: "restart_l2_withheld", Count: out.Withheld, Unit: "count"},
-		{Name: "restart_l2_reply_gap_max", Value: out.LongestARPGap},
-	}, nil
+		{Name: prefix + "_replica_restarts", Count: out.Restarts, Unit: "count"},
+		{Name: prefix + "_route_withdrawals", Count: out.RouteWithdrawals(), Unit: "count"},
+		{Name: prefix + "_l2_owner_changes", Count: out.L2OwnerChanges(), Unit: "count"},
+		{Name: prefix + "_l2_withheld", Count: out.Withheld, Unit: "count"},
+		{Name: prefix + "_l2_reply_gap_max", Value: out.LongestARPGap},
+	}
 }
 
 // RollingRestart restarts every replica in turn, rounds times over: each
@@ -165,6 +177,18 @@ func benchRestart(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 // replica). Meanwhile it watches FRR's paths for the BGP address, FRR's
 // counters, and the ARP replies for the L2 address.
 func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOutcome, error) {
+	return l.restarts(ctx, rounds, false)
+}
+
+// RollingKill is RollingRestart with SIGKILL instead of SIGTERM: each
+// replica crashes, ending its announcers' streams without a farewell, and
+// leaving their node leases to expire. It watches for 3 s after the last
+// restart, past those leases' 2 s TTL.
+func (l *RestartLab) RollingKill(ctx context.Context, rounds int) (RestartOutcome, error) {
+	return l.restarts(ctx, rounds, true)
+}
+
+func (l *RestartLab) restarts(ctx context.Context, rounds int, kill bool) (RestartOutcome, error) {
 	c := l.C
 	var out RestartOutcome
 	before, err := l.neighbors(ctx)
@@ -185,7 +209,7 @@ func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOut
 	restartErr := func() error {
 		for range rounds {
 			for i := range c.ipamd {
-				n, err := c.restartReplica(ctx, i)
+				n, err := c.restartReplica(ctx, i, kill)
 				out.Resubscribed += n
 				if err != nil {
 					return err
@@ -194,8 +218,13 @@ func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOut
 			}
 		}
 		// The owner and the routes stay as they were after the last
-		// restart, too.
-		return netlab.Consistently(ctx, time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		// restart, too (after a crash, past the TTL of the node leases
+		// the dead replica kept alive).
+		settle := time.Second
+		if kill {
+			settle = 3 * time.Second
+		}
+		return netlab.Consistently(ctx, settle, 50*time.Millisecond, func(ctx context.Context) error {
 			_, err := c.WaitL2Owner(ctx, time.Second, l.L2.Addrs...)
 			return err
 		})
@@ -242,10 +271,10 @@ func (l *RestartLab) neighbors(ctx context.Context) (map[netip.Addr]FRRNeighbor,
 	return out, nil
 }
 
-// restartReplica sends replica i SIGTERM, starts it again and waits until
-// every announcer whose session it ended has a new one; it returns how
-// many did.
-func (c *Cluster) restartReplica(ctx context.Context, i int) (int, error) {
+// restartReplica sends replica i SIGTERM (SIGKILL if kill), starts it
+// again and waits until every announcer whose session it ended has a new
+// one; it returns how many did.
+func (c *Cluster) restartReplica(ctx context.Context, i int, kill bool) (int, error) {
 	ended := make([]int, len(c.Nodes))
 	for k, n := range c.Nodes {
 		var err error
@@ -254,7 +283,12 @@ func (c *Cluster) restartReplica(ctx context.Context, i int) (int, error) {
 		}
 	}
 	t0 := time.Now()
-	if _, err := c.StopReplica(ctx, i); err != nil {
+	if kill {
+		c.mu.Lock()
+		p := c.ipamd[i]
+		c.mu.Unlock()
+		p.Kill()
+	} else if _, err := c.StopReplica(ctx, i); err != nil {
 		return 0, fmt.Errorf("e2e: replica %d on SIGTERM: %w", i, err)
 	}
 	if err := c.StartReplica(ctx, i); err != nil {

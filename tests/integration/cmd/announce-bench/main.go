@@ -14,6 +14,7 @@
 //	BENCH restart_l2_owner_changes                 the same restarts: other MACs answering ARP for the L2 address + owner moved (count; 0 passes)
 //	BENCH restart_l2_withheld                      the same restarts: ARP replies the owner withheld for want of a right to answer (count; 0 passes)
 //	BENCH restart_l2_reply_gap_max                 the same restarts: longest gap in the L2 owner's ARP replies (probed every 5 ms)
+//	BENCH restart_kill_*                           the same with SIGKILL instead of SIGTERM (crashes; withheld replies expected, nothing else)
 //
 // It needs root, and ipamd and announcerd in $BEACON_BIN (`make build`), or
 // builds them when BEACON_BIN is unset. With the default trials it takes
