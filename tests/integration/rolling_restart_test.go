@@ -58,7 +58,7 @@ func TestRollingRestartKeepsAnnouncements(t *testing.T) {
 	// replies for a moment (its last right ends 0.4 s after its last
 	// acknowledged heartbeat, and it answers again once another replica
 	// acknowledges one; see "L2 ownership" in docs/announcement.md). Owner
-	// changes are logged, not failed: once in about 60 rounds of crashing
+	// changes are logged, not failed: once in about 65 rounds of crashing
 	// all three replicas one after another on this loaded machine, the
 	// owner stopped answering for 1.1 s and moved (see docs/reliability.md).
 	out, err = lab.RollingKill(ctx, 1)
@@ -67,6 +67,12 @@ func TestRollingRestartKeepsAnnouncements(t *testing.T) {
 	}
 	t.Logf("%d crashes in %v; %d announcer sessions moved; %d replies withheld; longest gap in the owner's ARP replies %v; L2 owner changes %d (other MACs %v, owner moved %v)",
 		out.Restarts, out.Took.Round(time.Millisecond), out.Resubscribed, out.Withheld, out.LongestARPGap.Round(time.Millisecond), out.L2OwnerChanges(), out.WrongMACs, out.OwnerMoved)
+	if out.L2OwnerChanges() > 0 {
+		// Material for the open question in docs/reliability.md.
+		for _, p := range c.Lab.Procs() {
+			t.Logf("---- after an L2 owner change on replica crashes: %s (pid %d) ----\n%s", p.Name, p.PID, p.Tail(80))
+		}
+	}
 	if out.RouteWithdrawals() != 0 {
 		t.Errorf("replica crashes: FRR saw %d UPDATEs, %d dropped sessions and %d polls without a path (%v), want none", out.Updates, out.SessionDrops, len(out.PathGaps), out.PathGaps)
 	}
