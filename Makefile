@@ -136,7 +136,7 @@ test-k8s: testbins build ## The k8s-adapter's tests, against a real kube-apiserv
 	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) ./k8s-adapter/...
 
 .PHONY: test-integration
-test-integration: build testbins ## End-to-end tests against the real binaries (and the short robustness run).
+test-integration: build testbins ## End-to-end tests against the real binaries (etcd from testbins for the multi-replica ones, and the short robustness run).
 	BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 go test $(GO_TEST_FLAGS) ./tests/integration/...
 
 # The short robustness run alone (it is part of test-integration):
@@ -170,7 +170,7 @@ fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
 .PHONY: bench
 bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see docs/performance.md).
 	rm -f $(CURDIR)/bench.out
-	go run ./services/ipam/cmd/ipam-bench --out $(CURDIR)/bench.out
+	go run ./services/ipam/cmd/ipam-bench --ipamd $(BIN)/ipamd --out $(CURDIR)/bench.out
 	@echo ">> allocation load again, against a 3-member etcd cluster (real etcd processes, the production shape)"
 	go run ./services/ipam/cmd/ipam-bench --only raw,beacon,raw3,echo,rawleader --etcd-cluster $(TESTBINS)/etcd --suffix _etcd3 --out $(CURDIR)/bench.out
 	@echo ">> etcd leader loss: the leader of a 3-member cluster killed 30 times under load (see docs/reliability.md)"
@@ -178,8 +178,8 @@ bench: build testbins ## Benchmarks; prints BENCH lines into bench.out too (see 
 	@echo ">> robustness: $(ROBUSTNESS_RUNS) runs of $(ROBUSTNESS_DURATION) under faults, checked with porcupine (see docs/reliability.md)"
 	BEACON_BIN=$(BIN) go run ./tests/integration/cmd/robustness --etcd $(TESTBINS)/etcd --runs $(ROBUSTNESS_RUNS) --duration $(ROBUSTNESS_DURATION) --clients 16 --out $(CURDIR)/bench.out
 	go run ./services/gateway/cmd/gateway-bench --out $(CURDIR)/bench.out
-	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
-	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD): they build network namespaces and need root"; fi
+	@if [ "$$(id -u)" = 0 ]; then BEACON_BIN=$(BIN) BEACON_TESTBINS=$(TESTBINS) go run ./tests/integration/cmd/announce-bench --out $(CURDIR)/bench.out; \
+	else echo ">> SKIPPING the announcement benchmarks (L2 failover, drain, BFD, rolling IPAM restarts): they build network namespaces and need root"; fi
 	@if [ "$$(id -u)" = 0 ]; then BEACON_BENCH=1 go test -count=1 -timeout=20m -run TestBenchBFDRecover -v ./services/announcer/internal/bgp/ \
 	  | grep -E '^(BENCH|--- |ok|FAIL)|bfd_bench_test|recover.go' | tee -a $(CURDIR)/bench.out; \
 	else echo ">> SKIPPING the BFD recovery benchmark (BIRD and FRR in network namespaces): it needs root"; fi

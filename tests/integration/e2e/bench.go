@@ -22,6 +22,12 @@ type BenchConfig struct {
 	// StaleRounds is the number of rounds of StaleSilences (each about
 	// 25 s): an owner frozen or cut off, and back after its addresses moved.
 	StaleRounds int
+	// RestartRounds is the number of rolling restarts of three IPAM
+	// replicas (sharing an etcd started from EtcdBin) under subscribed
+	// announcers, FRR and an L2 address (each round about 2 s).
+	RestartRounds int
+	// EtcdBin is the etcd binary for RestartRounds (see EtcdBinary).
+	EtcdBin string
 	// Log receives progress (nil: discarded).
 	Log io.Writer
 }
@@ -95,7 +101,11 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 	if len(bfd) > 0 {
 		add("bgp_bfd_withdraw", bfd)
 	}
-	return figs, err
+	if err != nil {
+		return figs, err
+	}
+	restart, err := benchRestart(ctx, cfg, logf)
+	return append(figs, restart...), err
 }
 
 func benchL2(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (out map[FailoverKind]Samples, err error) {

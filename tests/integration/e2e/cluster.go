@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/announcer/netlab"
@@ -73,8 +75,25 @@ type Options struct {
 	// IPAM session as well, and its addresses move only when the IPAM's
 	// heartbeat watchdog ends that session.
 	IPAMOverDataLink bool
+	// Replicas is how many ipamd replicas run (0 or 1: one, with its
+	// embedded etcd). More share one etcd process started from EtcdBin in
+	// the ctl namespace; replica i listens on ReplicaAddr(i), and every
+	// announcerd is given all of them.
+	Replicas int
+	// EtcdBin is the etcd binary (see EtcdBinary), for Replicas > 1.
+	EtcdBin string
 	// Logf receives a line per step worth knowing (nil: discarded).
 	Logf func(format string, args ...any)
+}
+
+// etcdClientURL is where the shared etcd of a Cluster with several
+// replicas serves, on the ctl namespace's own loopback.
+const etcdClientURL = "http://127.0.0.1:2379"
+
+// ReplicaAddr is where ipamd replica i listens: IPAMAddr's address, port
+// 7400 + 10·i.
+func ReplicaAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(IPAMAddr.Addr(), IPAMAddr.Port()+uint16(10*i)) //nolint:gosec // a handful of replicas
 }
 
 // Cluster is ipamd and announcerds in a lab; see the package doc.
@@ -95,8 +114,12 @@ type Cluster struct {
 	conn    *grpc.ClientConn
 	health  healthpb.HealthClient
 
+	// health reaches each replica alone (Replicas > 1), for StartReplica.
+	replicaHealth []healthpb.HealthClient
+	replicaConns  []*grpc.ClientConn
+
 	mu    sync.Mutex
-	ipamd *netlab.Proc
+	ipamd []*netlab.Proc // one per replica
 }
 
 // Node is one node: a namespace with eth0 on the data segment and eth1 on
@@ -130,9 +153,10 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{Lab: lab, opts: opts, dataDir: filepath.Join(lab.Dir(), "ipamd-data")}
+	made := c // "return nil, err" sets c to nil before this runs
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, c.Close())
+			err = errors.Join(err, made.Close())
 			c = nil
 		}
 	}()
@@ -174,12 +198,34 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	c.conn, err = grpc.NewClient("passthrough:///"+IPAMAddr.String(),
+	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(DialerIn(c.Ctl.NS)),
 		// ipamd restarts under this connection: reconnect quickly.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 300 * time.Millisecond}, MinConnectTimeout: 2 * time.Second}),
-	)
+	}
+	target := "passthrough:///" + IPAMAddr.String()
+	c.ipamd = make([]*netlab.Proc, max(opts.Replicas, 1))
+	if opts.Replicas > 1 {
+		// Calls go to every replica that is up, round robin; a restarting
+		// one is skipped.
+		rs := manual.NewBuilderWithScheme("e2e-replicas")
+		var addrs []resolver.Address
+		for i := range opts.Replicas {
+			addr := ReplicaAddr(i).String()
+			addrs = append(addrs, resolver.Address{Addr: addr})
+			rc, err := grpc.NewClient("passthrough:///"+addr, dialOpts...)
+			if err != nil {
+				return nil, fmt.Errorf("e2e: grpc client: %w", err)
+			}
+			c.replicaConns = append(c.replicaConns, rc)
+			c.replicaHealth = append(c.replicaHealth, healthpb.NewHealthClient(rc))
+		}
+		rs.InitialState(resolver.State{Addresses: addrs})
+		target = "e2e-replicas:///ipamd"
+		dialOpts = append(dialOpts, grpc.WithResolvers(rs), grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	}
+	c.conn, err = grpc.NewClient(target, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("e2e: grpc client: %w", err)
 	}
@@ -188,8 +234,15 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.Config = ipamv1.NewAnnouncementServiceClient(c.conn)
 	c.Announcers = ipamv1.NewAnnouncerServiceClient(c.conn)
 	c.health = healthpb.NewHealthClient(c.conn)
-	if err := c.StartIPAMD(ctx); err != nil {
-		return nil, err
+	if opts.Replicas > 1 {
+		if err := c.startEtcd(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for i := range c.ipamd {
+		if err := c.StartReplica(ctx, i); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range c.Nodes {
 		if err := n.Start(ctx); err != nil {
@@ -205,6 +258,9 @@ func (c *Cluster) Close() error {
 	if c.conn != nil {
 		errs = append(errs, c.conn.Close())
 	}
+	for _, rc := range c.replicaConns {
+		errs = append(errs, rc.Close())
+	}
 	errs = append(errs, c.Lab.Close())
 	return errors.Join(errs...)
 }
@@ -212,23 +268,40 @@ func (c *Cluster) Close() error {
 // Logf logs through Options.Logf.
 func (c *Cluster) Logf(format string, args ...any) { c.opts.Logf(format, args...) }
 
-// StartIPAMD starts ipamd in the ctl namespace on the cluster's data
-// directory and waits until it serves.
-func (c *Cluster) StartIPAMD(ctx context.Context) error {
-	listen := IPAMAddr.String()
+// StartIPAMD starts ipamd (replica 0) in the ctl namespace on the
+// cluster's data directory and waits until it serves.
+func (c *Cluster) StartIPAMD(ctx context.Context) error { return c.StartReplica(ctx, 0) }
+
+// StartReplica starts ipamd replica i in the ctl namespace (with a single
+// replica, on the cluster's data directory with its embedded etcd; with
+// several, against the shared etcd) and waits until it serves.
+func (c *Cluster) StartReplica(ctx context.Context, i int) error {
+	listen := ReplicaAddr(i).String()
 	if c.opts.IPAMOverDataLink {
-		listen = fmt.Sprintf(":%d", IPAMAddr.Port()) // on the data segment too
+		listen = fmt.Sprintf(":%d", ReplicaAddr(i).Port()) // on the data segment too
 	}
-	p, err := c.Ctl.Start("ipamd", []string{
+	argv := []string{
 		filepath.Join(c.opts.Bin, "ipamd"),
-		"--listen", listen, "--ops-listen", "127.0.0.1:7401",
-		"--data-dir", c.dataDir, "--log-level", "debug", "--release-hold", "0s",
-	}, nil)
+		"--listen", listen, "--ops-listen", fmt.Sprintf("127.0.0.1:%d", ReplicaAddr(i).Port()+1),
+		"--log-level", "debug", "--release-hold", "0s",
+	}
+	health := c.health
+	if len(c.replicaHealth) > 0 {
+		argv = append(argv, "--etcd-endpoints", etcdClientURL)
+		health = c.replicaHealth[i]
+	} else {
+		argv = append(argv, "--data-dir", c.dataDir)
+	}
+	name := "ipamd"
+	if len(c.ipamd) > 1 {
+		name = fmt.Sprintf("ipamd%d", i)
+	}
+	p, err := c.Ctl.Start(name, argv, nil)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.ipamd = p
+	c.ipamd[i] = p
 	c.mu.Unlock()
 	err = netlab.Eventually(ctx, 60*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
@@ -236,7 +309,7 @@ func (c *Cluster) StartIPAMD(ctx context.Context) error {
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		resp, err := c.health.Check(cctx, &healthpb.HealthCheckRequest{})
+		resp, err := health.Check(cctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
 			return err
 		}
@@ -246,16 +319,44 @@ func (c *Cluster) StartIPAMD(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("e2e: ipamd not serving: %w", err)
+		return fmt.Errorf("e2e: ipamd replica %d not serving: %w", i, err)
 	}
 	return nil
 }
 
-// StopIPAMD sends ipamd SIGTERM and waits for it to exit; it returns how
-// long that took and how it exited.
-func (c *Cluster) StopIPAMD(ctx context.Context) (time.Duration, error) {
+// startEtcd starts the etcd that several replicas share, in the ctl
+// namespace, and waits until it accepts connections.
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	if c.opts.EtcdBin == "" {
+		return errors.New("e2e: Options.Replicas > 1 needs Options.EtcdBin")
+	}
+	p, err := c.Ctl.Start("etcd", append([]string{c.opts.EtcdBin},
+		EtcdArgs(filepath.Join(c.Lab.Dir(), "etcd-data"), etcdClientURL, "http://127.0.0.1:2380")...), nil)
+	if err != nil {
+		return err
+	}
+	dial := DialerIn(c.Ctl.NS)
+	return netlab.Eventually(ctx, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("e2e: etcd exited (%w): %s", err, p.Tail(20))
+		}
+		conn, err := dial(ctx, strings.TrimPrefix(etcdClientURL, "http://"))
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+}
+
+// StopIPAMD sends ipamd (replica 0) SIGTERM and waits for it to exit; it
+// returns how long that took and how it exited.
+func (c *Cluster) StopIPAMD(ctx context.Context) (time.Duration, error) { return c.StopReplica(ctx, 0) }
+
+// StopReplica sends replica i SIGTERM and waits for it to exit; it returns
+// how long that took and how it exited.
+func (c *Cluster) StopReplica(ctx context.Context, i int) (time.Duration, error) {
 	c.mu.Lock()
-	p := c.ipamd
+	p := c.ipamd[i]
 	c.mu.Unlock()
 	start := time.Now()
 	if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -266,25 +367,30 @@ func (c *Cluster) StopIPAMD(ctx context.Context) (time.Duration, error) {
 	case <-ctx.Done():
 		return time.Since(start), ctx.Err()
 	case <-time.After(30 * time.Second):
-		return time.Since(start), errors.New("e2e: ipamd still running 30s after SIGTERM")
+		return time.Since(start), fmt.Errorf("e2e: ipamd replica %d still running 30s after SIGTERM", i)
 	}
 	_, err := p.Exited()
 	return time.Since(start), err
 }
 
-// IPAMDLog returns the tail of ipamd's log.
+// IPAMDLog returns the tail of ipamd's (replica 0's) log.
 func (c *Cluster) IPAMDLog(lines int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ipamd.Tail(lines)
+	return c.ipamd[0].Tail(lines)
 }
 
-// nodeIPAMAddr is where the nodes reach ipamd.
-func (c *Cluster) nodeIPAMAddr() netip.AddrPort {
-	if c.opts.IPAMOverDataLink {
-		return IPAMDataAddr
+// nodeIPAMAddrs is where the nodes reach the replicas, for --ipam.
+func (c *Cluster) nodeIPAMAddrs() string {
+	addrs := make([]string, len(c.ipamd))
+	for i := range addrs {
+		a := ReplicaAddr(i)
+		if c.opts.IPAMOverDataLink {
+			a = netip.AddrPortFrom(IPAMDataAddr.Addr(), a.Port())
+		}
+		addrs[i] = a.String()
 	}
-	return IPAMAddr
+	return strings.Join(addrs, ",")
 }
 
 // NodeByName returns the node called name, or nil.
@@ -317,7 +423,7 @@ func (n *Node) Start(ctx context.Context) error {
 	sort.Strings(keys)
 	argv := []string{
 		filepath.Join(n.c.opts.Bin, "announcerd"),
-		"--ipam", n.c.nodeIPAMAddr().String(), "--tenant", Tenant, "--node", n.Name,
+		"--ipam", n.c.nodeIPAMAddrs(), "--tenant", Tenant, "--node", n.Name,
 		"--ops-listen", "127.0.0.1:7402", "--log-level", "debug",
 	}
 	if len(keys) > 0 {

@@ -33,6 +33,16 @@
 // that could hide or add a failure, and ipamd can be restarted under it. See
 // InNamespace.
 //
+// # Several replicas
+//
+// With Options.Replicas > 1 the ctl namespace runs that many ipamd
+// replicas (replica i on ReplicaAddr(i): port 7400 + 10·i) sharing one
+// etcd process (the test binary of `make testbins`, on the namespace's own
+// loopback), every announcerd is given all of them, and the test's client
+// spreads its calls over those that are up. RestartLab and its
+// RollingRestart and RollingKill restart them in turn while watching FRR
+// and the ARP prober.
+//
 // Everything a Cluster starts runs in its own namespaces, is tracked by PID
 // and is stopped in Close, which then deletes the namespaces. Tests only
 // send traffic inside those namespaces, to documentation addresses.

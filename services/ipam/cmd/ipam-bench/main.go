@@ -10,8 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,7 +38,9 @@ func run() (err error) {
 	conc := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
 	workers := fs.Int("commit-workers", 0, "the replica's concurrent etcd transactions (0: its default)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
-	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, raw3, echo, rawleader, fanout (default: all)")
+	only := fs.String("only", "", "comma-separated parts to run alone: free, plan, raw, beacon, raw3, echo, rawleader, fanout, coldstart (default: all)")
+	ipamd := fs.String("ipamd", "", "the ipamd binary the coldstart part starts (default: built with go build)")
+	coldAllocs := fs.Int("coldstart-allocations", 100_000, "allocations stored before the coldstart part's measured starts")
 	etcdProcess := fs.Bool("etcd-process", false, "run etcd in a child process (as a separate etcd cluster in production) instead of in the benchmark's own process (as ipamd embeds it)")
 	dial := fs.Bool("dial", false, "the replica reaches the embedded etcd over loopback, as an external client would, instead of in process as ipamd does")
 	etcdCluster := fs.String("etcd-cluster", "", "run the load against a cluster of real etcd processes started from this etcd binary (see --etcd-members)")
@@ -78,23 +83,47 @@ func run() (err error) {
 		defer func() { err = errors.Join(err, writeHeapProfile(*memprofile)) }()
 	}
 	var figs []bench.Figure
+	parts := parseList(*only)
+	if *leaderKills == 0 && (len(parts) == 0 || slices.Contains(parts, "coldstart")) {
+		bin := *ipamd
+		if bin == "" {
+			if bin, err = buildIPAMD(); err != nil {
+				return err
+			}
+		}
+		cold, err := bench.ColdStart(ctx, bench.ColdStartConfig{IPAMD: bin, Allocations: *coldAllocs, Log: os.Stderr})
+		if err != nil {
+			return fmt.Errorf("coldstart: %w", err)
+		}
+		figs = append(figs, cold...)
+		if parts = slices.DeleteFunc(parts, func(p string) bool { return p == "coldstart" }); len(parts) == 0 && *only != "" {
+			return writeFigures(figs, *out)
+		}
+	}
+	var more []bench.Figure
 	if *leaderKills > 0 {
 		if *etcdCluster == "" {
 			return errors.New("--leader-kills needs --etcd-cluster")
 		}
-		figs, err = bench.LeaderLoss(ctx, bench.LeaderLossConfig{Binary: *etcdCluster, Kills: *leaderKills, Log: os.Stderr})
+		more, err = bench.LeaderLoss(ctx, bench.LeaderLossConfig{Binary: *etcdCluster, Kills: *leaderKills, Log: os.Stderr})
 	} else {
-		figs, err = bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parseList(*only), EtcdCommand: etcdCommand,
+		more, err = bench.Run(ctx, bench.Config{Duration: *duration, Slice: *slice, Warmup: *warmup, Concurrency: cs, CommitWorkers: *workers, Only: parts, EtcdCommand: etcdCommand,
 			Cluster: bench.EtcdCluster{Binary: *etcdCluster, Members: *etcdMembers}, Dial: *dial, Suffix: *suffix, Log: os.Stderr})
 	}
 	if err != nil {
 		return err
 	}
+	return writeFigures(append(more, figs...), *out)
+}
+
+// writeFigures writes the BENCH lines to stdout, and appends them to out
+// if it is set.
+func writeFigures(figs []bench.Figure, out string) error {
 	if err := bench.WriteLines(os.Stdout, figs); err != nil {
 		return err
 	}
-	if *out != "" {
-		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644) //nolint:gosec // a results file
+	if out != "" {
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644) //nolint:gosec // a results file
 		if err != nil {
 			return err
 		}
@@ -104,6 +133,20 @@ func run() (err error) {
 		return f.Close()
 	}
 	return nil
+}
+
+// buildIPAMD builds ipamd with the go command into a temporary directory
+// (run from inside the repository, whose go.work it needs).
+func buildIPAMD() (string, error) {
+	dir, err := os.MkdirTemp("", "ipam-bench-ipamd-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ipamd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/beaconlb/beacon/services/ipam/cmd/ipamd").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ipamd: %w\n%s", err, out)
+	}
+	return bin, nil
 }
 
 // startProfile starts a CPU profile into path; the returned func stops it.

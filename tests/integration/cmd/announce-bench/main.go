@@ -10,6 +10,11 @@
 //	BENCH bgp_bfd_withdraw_p50, _p99               node silenced (egress dropped) → route gone from FRR's kernel, BFD 50 ms × 3
 //	BENCH l2_stale_replies_after_freeze            most ARP replies an owner sent after its addresses moved, when frozen or cut off (count; 0 passes)
 //	BENCH l2_wrong_owner_ms                        longest time the client's entry pointed at a node that did not own the address then
+//	BENCH restart_route_withdrawals                rolling restarts of 3 IPAM replicas: FRR polls missing a path + UPDATEs + dropped sessions (count; 0 passes)
+//	BENCH restart_l2_owner_changes                 the same restarts: other MACs answering ARP for the L2 address + owner moved (count; 0 passes)
+//	BENCH restart_l2_withheld                      the same restarts: ARP replies the owner withheld for want of a right to answer (count; 0 passes)
+//	BENCH restart_l2_reply_gap_max                 the same restarts: longest gap in the L2 owner's ARP replies (probed every 5 ms)
+//	BENCH restart_kill_*                           the same with SIGKILL instead of SIGTERM (crashes; withheld replies expected, nothing else)
 //
 // It needs root, and ipamd and announcerd in $BEACON_BIN (`make build`), or
 // builds them when BEACON_BIN is unset. With the default trials it takes
@@ -43,6 +48,8 @@ func run() (err error) {
 	hang := fs.Int("hang-trials", 5, "trials of the hung-announcer failover")
 	bfd := fs.Int("bfd-trials", 10, "trials of the BFD withdrawal")
 	stale := fs.Int("stale-rounds", 3, "rounds of owner freezes and egress cuts (six trials each, about 25 s)")
+	restarts := fs.Int("restart-rounds", 3, "rolling restarts of three IPAM replicas (about 2 s each; needs etcd from `make testbins`)")
+	only := fs.String("only", "", "run only this part: restart (default: all)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -59,8 +66,20 @@ func run() (err error) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	etcd, err := e2e.EtcdBinary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "announce-bench:", err)
+	}
+	cfg := e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, StaleRounds: *stale, RestartRounds: *restarts, EtcdBin: etcd, Log: os.Stderr}
+	switch *only {
+	case "":
+	case "restart":
+		cfg.L2Trials, cfg.HangTrials, cfg.BFDTrials, cfg.StaleRounds = 0, 0, 0, 0
+	default:
+		return fmt.Errorf("--only %q: want restart", *only)
+	}
 	start := time.Now()
-	figs, err := e2e.Bench(ctx, e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, StaleRounds: *stale, Log: os.Stderr})
+	figs, err := e2e.Bench(ctx, cfg)
 	fmt.Fprintf(os.Stderr, "announce-bench: %d figures in %v\n", len(figs), time.Since(start).Round(time.Second))
 	var w io.Writer = os.Stdout
 	if *out != "" {
