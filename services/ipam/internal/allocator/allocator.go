@@ -177,6 +177,18 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if err != nil {
 			return Result{}, err
 		}
+		if plan.Reclaims && !caughtUp {
+			// Taking a hold is right only if the pool really has nothing
+			// else, which no condition of the commit checks: a replica
+			// whose view lags a release would break a hold for nothing.
+			// Catch up with etcd once, then plan again.
+			a.idx.Unreserve(plan)
+			caughtUp = true
+			if err := a.catchUp(ctx); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
 		if plan.Existing != nil {
 			res, fresh, err := a.confirm(ctx, plan.Existing)
 			if err != nil {

@@ -12,6 +12,11 @@ import (
 // Plan is a proposed change to the state, computed from the index. Commit
 // its Change; then call Committed or, on conflict, Unreserve.
 type Plan struct {
+	// Reclaims is set when the plan takes addresses held for a released
+	// owner because its pool had nothing else: a decision on the whole
+	// pool that no condition of the change guards, so the caller makes it
+	// on a view caught up with etcd.
+	Reclaims bool
 	// Existing is set when the owner already holds an allocation that
 	// satisfies the request: nothing to commit.
 	Existing *ipam.Allocation
@@ -449,6 +454,7 @@ func (b *builder) fromPools(a *ipam.Allocation) error {
 	for _, p := range candidates {
 		for _, fams := range ipam.FamilyChoices(a, p.hasFamily) {
 			if b.reclaimHeld(p, a, fams) {
+				b.plan.Reclaims = true
 				return nil
 			}
 		}
