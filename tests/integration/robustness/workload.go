@@ -144,8 +144,9 @@ type Client struct {
 	// NoRequestIDs turns request_ids off (for allocators without them).
 	NoRequestIDs bool
 
-	seq  int
-	done []replayable // answered requests with a request_id
+	seq     int
+	done    []replayable // answered requests with a request_id
+	pending []pendingOp  // put off until the faults are over (Settle)
 }
 
 type replayable struct {
@@ -196,7 +197,8 @@ func (c *Client) Step(ctx context.Context) {
 }
 
 // Do runs one operation: with a request_id, retried until it has a
-// definite answer; without, once.
+// definite answer (or put off until the faults are over: see Settle);
+// without, once.
 func (c *Client) Do(ctx context.Context, in Input) Output {
 	req := c.request(in)
 	call := time.Now().UnixNano()
@@ -207,21 +209,26 @@ func (c *Client) Do(ctx context.Context, in Input) Output {
 		first = time.Duration(1+c.Rand.IntN(20)) * time.Millisecond
 	}
 	out, sent := c.attempt(ctx, in, req, first)
-	if in.RequestID != "" {
-		ambiguous := out.Outcome == Unknown
-		deadline := time.Now().Add(time.Minute)
+	if in.RequestID != "" && sent && out.Outcome == Unknown {
+		// Retry for a while; what is still unknown then is settled once
+		// the faults are over and nothing can be in flight any more.
+		deadline := time.Now().Add(retryFor)
 		for out.Outcome == Unknown && time.Now().Before(deadline) {
 			time.Sleep(time.Duration(20+c.Rand.IntN(200)) * time.Millisecond)
-			var s bool
-			out, s = c.attempt(context.WithoutCancel(ctx), in, req, callTimeout)
-			sent = sent || s
+			out, _ = c.attempt(context.WithoutCancel(ctx), in, req, callTimeout)
 		}
-		if ambiguous && out.Outcome == Refused {
-			// The refusal is the retry's: the first attempt may still
-			// commit, and only a success is recorded under the id.
-			out = Output{Outcome: Unknown}
+		if out.Outcome != OK {
+			// A refusal now does not say the first attempt will not
+			// commit yet: only a success is recorded under the id.
+			c.pending = append(c.pending, pendingOp{in: in, req: req, call: call})
+			return Output{Outcome: Unknown}
 		}
 	}
+	return c.record(in, req, out, sent, call, time.Now().UnixNano())
+}
+
+// record adds an answered (or unanswered) operation to the history.
+func (c *Client) record(in Input, req proto.Message, out Output, sent bool, call, ret int64) Output {
 	if strings.HasPrefix(out.Code, badRequest) {
 		c.Rec.mu.Lock()
 		c.Rec.BadRequests = append(c.Rec.BadRequests, fmt.Sprintf("%s %s: %s", in.Kind, c.Pools[in.Pool].Owners[in.Owner].Name, out.Code))
@@ -234,12 +241,17 @@ func (c *Client) Do(ctx context.Context, in Input) Output {
 		c.Rec.mu.Unlock()
 		return out
 	}
-	ret := time.Now().UnixNano()
 	if out.Outcome == Unknown {
+		if in.Kind != OpAllocate && in.Kind != OpRelease {
+			// Reads, updates of labels and renewals change nothing the
+			// model checks (a renewal only delays an end the model never
+			// forces): one of unknown outcome says nothing.
+			c.Rec.mu.Lock()
+			c.Rec.Unknown++
+			c.Rec.mu.Unlock()
+			return out
+		}
 		ret = call + int64(GhostWindow)
-	}
-	if in.Kind == OpGet && out.Outcome == Unknown {
-		return out // a read that may or may not have happened says nothing
 	}
 	in.CallWall, in.ReturnWall = call, ret
 	c.Rec.add(c.ID, in, out, call, ret)
@@ -250,6 +262,47 @@ func (c *Client) Do(ctx context.Context, in Input) Output {
 		}
 	}
 	return out
+}
+
+// pendingOp is an operation with a request_id whose outcome stayed
+// unknown while the faults ran.
+type pendingOp struct {
+	in   Input
+	req  proto.Message
+	call int64
+}
+
+// retryFor is how long a request with a request_id is retried before it
+// is put off until the faults are over.
+const retryFor = 5 * time.Second
+
+// Settle retries the operations put off, once nothing can be in flight any
+// more (GhostWindow after the last of them was called, the faults over):
+// now every answer is definite, a refusal included, and each operation
+// is recorded from its first call to that answer.
+func (c *Client) Settle(ctx context.Context) {
+	for _, p := range c.pending {
+		var out Output
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, _ = c.attempt(ctx, p.in, p.req, callTimeout)
+			if out.Outcome != Unknown || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.record(p.in, p.req, out, true, p.call, time.Now().UnixNano())
+	}
+	c.pending = nil
+}
+
+// LastPending is when the latest operation put off was called (0: none).
+func (c *Client) LastPending() int64 {
+	var last int64
+	for _, p := range c.pending {
+		last = max(last, p.call)
+	}
+	return last
 }
 
 // replay re-sends an answered request with its request_id, to a random
