@@ -35,6 +35,9 @@ says its role and what it is bound to:
 directory off the network. "certs issue" signs a client certificate with
 it, "certs server" the IPAM's server certificate. "certs dev" makes a whole
 set for one machine (make run).`,
+		Example: `  beaconctl certs ca --dir ca
+  beaconctl certs server --dir ca --host ipamd.beacon-system.svc
+  beaconctl certs issue --dir ca --role announcer --tenant c1 --name node-7`,
 	}
 	cmd.AddCommand(newCertsCACommand(), newCertsIssueCommand(), newCertsServerCommand(), newCertsDevCommand())
 	return cmd
