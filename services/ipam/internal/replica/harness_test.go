@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/access"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
@@ -122,7 +123,14 @@ func startNodeWith(t *testing.T, client *store.Client, logger *slog.Logger, opts
 		cancel()
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	// As ipamd without client certificates: every caller an admin, the
+	// gateway's beacon-actor believed.
+	guard, err := access.New(access.Options{TrustDomain: "beacon", Insecure: true, Pools: rep}, logger)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(guard.Unary()), grpc.ChainStreamInterceptor(guard.Stream()))
 	rep.Register(gs)
 	var wg sync.WaitGroup
 	wg.Add(2)

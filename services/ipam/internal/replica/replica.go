@@ -97,6 +97,11 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 
 // Load loads the state from etcd into the index.
 func (r *Replica) Load(ctx context.Context) error {
+	key, err := r.store.SharedSecret(ctx, "page-token-key", 32)
+	if err != nil {
+		return err
+	}
+	r.server.SetPageKey(key)
 	rev, err := r.follower.Load(ctx)
 	r.rev = rev
 	return err

@@ -164,8 +164,8 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		fes.Add("filter", "%s", err.Error())
 	}
 	f = normalizePoolTerms(f)
-	q := queryHash(req.GetParent(), req.GetFilter())
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	q := queryHash("ListAllocations", req.GetParent(), req.GetFilter())
+	after := a.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, a.fail(ctx, method, err)
 	}
@@ -194,7 +194,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 			resp.Allocations = append(resp.Allocations, a.render(al, ev.Rev))
 			if len(resp.Allocations) == size {
 				if page.More || i < len(page.Items)-1 {
-					resp.NextPageToken = encodePageToken(after, q)
+					resp.NextPageToken = a.s.pages.encode(after, q)
 				}
 				return resp, nil
 			}

@@ -491,7 +491,7 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 	tenant := parseParent(&fes, "parent", req.GetParent(), true)
 	size := pageSize(&fes, "page_size", req.GetPageSize())
 	q := queryHash("announcers", req.GetParent())
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	after := a.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, toStatus(ctx, a.s.logger, method, err)
 	}
@@ -533,7 +533,7 @@ func (a *announcerService) ListAnnouncers(ctx context.Context, req *ipamv1.ListA
 		resp.Announcers = append(resp.Announcers, a.announcerToProto(ev.Value.(*ipam.Node), cluster[ev.Ref.ID], true, drained[ev.Ref.ID]))
 	}
 	if page.More && len(page.Items) > 0 {
-		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+		resp.NextPageToken = a.s.pages.encode(page.Items[len(page.Items)-1].Ref.ID, q)
 	}
 	// Drained nodes that are not subscribed are listed too, so a forgotten
 	// drain can be found (on the last page, after the live ones).

@@ -33,8 +33,8 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 		}
 	}
 	f = normalizePoolTerms(f)
-	q := queryHash(req.GetParent(), req.GetFilter())
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	q := queryHash("ListAuditRecords", req.GetParent(), req.GetFilter())
+	after := a.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, toStatus(ctx, a.s.logger, method, err)
 	}
@@ -62,7 +62,7 @@ func (a *auditService) ListAuditRecords(ctx context.Context, req *ipamv1.ListAud
 				return nil, toStatus(ctx, a.s.logger, method, err)
 			}
 			if more {
-				resp.NextPageToken = encodePageToken(r.Key(), q)
+				resp.NextPageToken = a.s.pages.encode(r.Key(), q)
 			}
 			return resp, nil
 		}

@@ -153,7 +153,7 @@ func configList[P proto.Message, D any](ctx context.Context, s *Server, k *confi
 	tenant := parseParent(&fes, "parent", parent, true)
 	n := pageSize(&fes, "page_size", size)
 	q := queryHash(k.collection, parent)
-	after := decodePageToken(&fes, "page_token", token, q)
+	after := s.pages.decode(&fes, "page_token", token, q)
 	if err := fes.Err(); err != nil {
 		return nil, "", toStatus(ctx, s.logger, method, err)
 	}
@@ -174,7 +174,7 @@ func configList[P proto.Message, D any](ctx context.Context, s *Server, k *confi
 	}
 	next := ""
 	if page.More && len(page.Items) > 0 {
-		next = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+		next = s.pages.encode(page.Items[len(page.Items)-1].Ref.ID, q)
 	}
 	return out, next, nil
 }

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -102,44 +99,6 @@ func parseEtag(fes *ipam.FieldErrors, field, s string) int64 {
 		return 0
 	}
 	return v
-}
-
-// pageToken is what a next_page_token carries: where to continue, and a hash
-// of the request it belongs to so a token is not reused with other filters.
-type pageToken struct {
-	After string `json:"a"`
-	Query uint64 `json:"q"`
-}
-
-func queryHash(parts ...string) uint64 {
-	h := fnv.New64a()
-	for _, p := range parts {
-		_, _ = h.Write([]byte(p))
-		_, _ = h.Write([]byte{0})
-	}
-	return h.Sum64()
-}
-
-func encodePageToken(after string, query uint64) string {
-	b, _ := json.Marshal(pageToken{After: after, Query: query}) // always encodes
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodePageToken(fes *ipam.FieldErrors, field, tok string, query uint64) string {
-	if tok == "" {
-		return ""
-	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	var pt pageToken
-	if err != nil || json.Unmarshal(b, &pt) != nil || pt.After == "" {
-		fes.Add(field, "is not a page token returned by this API")
-		return ""
-	}
-	if pt.Query != query {
-		fes.Add(field, "belongs to a request with other parent or filter")
-		return ""
-	}
-	return pt.After
 }
 
 // pageSize checks a page_size: default 100, at most 1000.

@@ -78,7 +78,7 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 		return true
 	})
 	q := queryHash("pools", req.GetFilter())
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	after := p.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, p.fail(ctx, method, err)
 	}
@@ -99,7 +99,7 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 			resp.Pools = append(resp.Pools, p.render(pool, ev.Rev))
 			if len(resp.Pools) == size {
 				if page.More || ev.Ref != page.Items[len(page.Items)-1].Ref {
-					resp.NextPageToken = encodePageToken(after, q)
+					resp.NextPageToken = p.s.pages.encode(after, q)
 				}
 				return resp, nil
 			}

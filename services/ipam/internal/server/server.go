@@ -98,6 +98,7 @@ type Server struct {
 	heartbeat time.Duration
 	logger    *slog.Logger
 
+	pages    pager
 	stopping chan struct{} // closed by StopStreams
 	stopOnce sync.Once
 }
@@ -112,6 +113,11 @@ func New(d Deps, logger *slog.Logger) *Server {
 
 // errStopping ends the long-lived streams of a replica that is stopping.
 var errStopping = status.Error(codes.Unavailable, "this IPAM replica is stopping: reconnect")
+
+// SetPageKey sets the key that authenticates page tokens; every replica
+// must have the same (the replica keeps it in etcd). Call it before
+// serving.
+func (s *Server) SetPageKey(key []byte) { s.pages.key = key }
 
 // StopStreams ends every long-lived stream (announcer sessions, allocation
 // watches) with UNAVAILABLE, so that a graceful stop of the gRPC server

@@ -73,7 +73,7 @@ func (t *tenantService) ListTenants(ctx context.Context, req *ipamv1.ListTenants
 	var fes ipam.FieldErrors
 	size := pageSize(&fes, "page_size", req.GetPageSize())
 	q := queryHash("tenants")
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	after := t.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, toStatus(ctx, t.s.logger, method, err)
 	}
@@ -86,7 +86,7 @@ func (t *tenantService) ListTenants(ctx context.Context, req *ipamv1.ListTenants
 		resp.Tenants = append(resp.Tenants, t.toProto(ev.Value.(*ipam.Tenant), ev.Rev))
 	}
 	if page.More && len(page.Items) > 0 {
-		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+		resp.NextPageToken = t.s.pages.encode(page.Items[len(page.Items)-1].Ref.ID, q)
 	}
 	return resp, nil
 }
@@ -241,7 +241,7 @@ func (k *tokenService) ListTokens(ctx context.Context, req *ipamv1.ListTokensReq
 	var fes ipam.FieldErrors
 	size := pageSize(&fes, "page_size", req.GetPageSize())
 	q := queryHash("tokens")
-	after := decodePageToken(&fes, "page_token", req.GetPageToken(), q)
+	after := k.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, toStatus(ctx, k.s.logger, method, err)
 	}
@@ -254,7 +254,7 @@ func (k *tokenService) ListTokens(ctx context.Context, req *ipamv1.ListTokensReq
 		resp.Tokens = append(resp.Tokens, tokenToProto(ev.Value.(*ipam.Token)))
 	}
 	if page.More && len(page.Items) > 0 {
-		resp.NextPageToken = encodePageToken(page.Items[len(page.Items)-1].Ref.ID, q)
+		resp.NextPageToken = k.s.pages.encode(page.Items[len(page.Items)-1].Ref.ID, q)
 	}
 	return resp, nil
 }

@@ -33,6 +33,7 @@ const (
 	hashPrefix   = statePrefix + "tokenhashes/"
 	sharesPrefix = statePrefix + "shares/"
 	guardsPrefix = statePrefix + "tenantguards/"
+	secretPrefix = root + "secrets/"
 )
 
 // kindPrefix returns the key prefix of a kind.
