@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,6 +171,36 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		}
 		return nil
 	})
+	// Status and interface reports are written only when they change, and
+	// at most once per reportInterval per node: a node cannot make the
+	// IPAM write to etcd faster than that.
+	dirty := make(chan struct{}, 1)
+	markDirty := func() {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}
+	g.Go(func() error {
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-dirty:
+			}
+			if err := publish(gctx); err != nil {
+				return err
+			}
+			t.Reset(reportInterval)
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
 	var lastSeq atomic.Uint64 // the newest numbered heartbeat received
 	g.Go(func() error {
 		select {
@@ -224,11 +255,13 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 					acks <- seq
 				}
 			case *ipamv1.SubscribeRequest_Status:
+				announced, sessions := statusFromProto(b.Status)
 				nodeMu.Lock()
-				node.Announced, node.Sessions = statusFromProto(b.Status)
+				changed := !reflect.DeepEqual(node.Announced, announced) || !reflect.DeepEqual(node.Sessions, sessions)
+				node.Announced, node.Sessions = announced, sessions
 				nodeMu.Unlock()
-				if err := publish(gctx); err != nil {
-					return err
+				if changed {
+					markDirty()
 				}
 			case *ipamv1.SubscribeRequest_Interfaces:
 				var fes ipam.FieldErrors
@@ -237,10 +270,11 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 					return toStatus(gctx, a.s.logger, method, err)
 				}
 				nodeMu.Lock()
+				changed := !reflect.DeepEqual(node.Interfaces, itfs)
 				node.Interfaces = itfs
 				nodeMu.Unlock()
-				if err := publish(gctx); err != nil {
-					return err
+				if changed {
+					markDirty()
 				}
 			}
 		}
@@ -318,6 +352,10 @@ func statusFromProto(st *ipamv1.AnnouncerStatus) ([]ipam.AnnouncedAddr, []ipam.S
 	}
 	return ann, sess
 }
+
+// reportInterval is the shortest time between two writes of one node's
+// status and interface reports.
+const reportInterval = 250 * time.Millisecond
 
 func peerName(tenant, id string) string { return configName(tenant, "bgpPeers", id) }
 
