@@ -154,14 +154,14 @@ func checkWith(cfg Config, pools []Pool, rec *Recorder, rep *Report) {
 	rep.Ops, rep.Unknown, rep.Dropped, rep.Replays = len(ops), rec.Unknown, rec.Dropped, rec.Replays
 	rep.BadRequests = rec.BadRequests
 	rep.Violations = append(rep.Violations, rec.Mismatches...)
-	model := NewModel(pools).Porcupine()
-	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, cfg.CheckTimeout)
-	rep.CheckTime = time.Since(start)
 	rep.History = filepath.Join(cfg.Dir, "history.json")
 	if err := SaveHistory(rep.History, cfg.Seed, ops); err != nil {
 		cfg.Logf("saving the history: %v", err)
 	}
+	model := NewModel(pools).Porcupine()
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, cfg.CheckTimeout)
+	rep.CheckTime = time.Since(start)
 	switch res {
 	case porcupine.Illegal:
 		rep.Violations = append(rep.Violations, "the history is not linearizable:\n"+Explain(pools, ops, info))

@@ -53,6 +53,7 @@ func run() error {
 	dir := fs.String("dir", "", "where runs keep their logs (default: a temporary directory; removed after a passing run)")
 	check := fs.String("check", "", "check this saved history.json again instead of running, and draw it next to it")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
+	checkTimeout := fs.Duration("check-timeout", 10*time.Minute, "longest linearizability check of one run (a run that needs longer is inconclusive)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func run() error {
 		}
 		rep, err := robustness.Run(ctx, robustness.Config{
 			Seed: s, Duration: *duration, Clients: *clients, Replicas: 3, Members: 3,
-			Faults: *faults, Cut: cut, Etcd: *etcd, IPAMD: filepath.Join(bins, "ipamd"), Dir: d,
+			Faults: *faults, Cut: cut, Etcd: *etcd, IPAMD: filepath.Join(bins, "ipamd"), Dir: d, CheckTimeout: *checkTimeout,
 			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 		})
 		if err != nil {
