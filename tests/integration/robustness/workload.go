@@ -294,6 +294,13 @@ func (c *Client) Settle(ctx context.Context) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		if out.Outcome == Refused || p.in.Kind == OpUpdate {
+			// No attempt committed (a success would have been recorded
+			// under the id and answered now), and none can any more: the
+			// operation had no effect. Left out, as is an update of labels
+			// whose window would span the run for nothing the model checks.
+			continue
+		}
 		c.record(p.in, p.req, out, true, p.call, time.Now().UnixNano())
 	}
 	c.pending = nil
