@@ -165,11 +165,14 @@ func FuzzMetalLBNumber(f *testing.F) {
 	})
 }
 
-// FuzzResourceID checks the IDs the adapter gives MetalLB resources: always
-// valid IPAM IDs; the readable form ("mlb-NAME", "TENANT-NAME") whenever it
+// FuzzResourceID checks the IDs the adapter gives MetalLB resources (for a
+// valid tenant, as the adapter's --tenant must be): always valid IPAM IDs; the readable form ("mlb-NAME", "TENANT-NAME") whenever it
 // is valid; two names of one tenant's namespace never share an ID.
 func FuzzResourceID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tenant, name, other string) {
+		if tenant == "" || !validID("t"+tenant[1:]) || (tenant[0] < 'a' || tenant[0] > 'z') && (tenant[0] < '0' || tenant[0] > '9') {
+			return // k8s-adapter refuses to start with such a --tenant
+		}
 		for _, id := range []string{ResourceID("ns", name), PoolID(tenant, "ns", name)} {
 			if !validID(id) {
 				t.Fatalf("ID %q for tenant %q, name %q is not valid", id, tenant, name)

@@ -129,3 +129,49 @@ func FuzzAnnouncementRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAnnouncerHello decodes arbitrary wire bytes as the hello an
+// announcer opens its Subscribe stream with and checks the parts the IPAM
+// parses: the parent, the node name and the interfaces. Every refusal
+// names a hello field; an accepted node name renders back in an announcer
+// name; accepted interfaces have names of 1-15 bytes without '/' or spaces
+// and addresses that are valid prefixes.
+func FuzzAnnouncerHello(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := &ipamv1.SubscribeHello{}
+		if proto.Unmarshal(b, h) != nil {
+			return
+		}
+		var fes ipam.FieldErrors
+		tenant := parseParent(&fes, "hello.parent", h.GetParent(), false)
+		itfs := interfacesFromProto(&fes, "hello.interfaces", h.GetInterfaces())
+		for _, fe := range fes {
+			if !strings.HasPrefix(fe.Field, "hello.") || fe.Reason == "" {
+				t.Fatalf("field error %+v does not name a hello field with a reason", fe)
+			}
+		}
+		if validNodeName(h.GetNode()) && tenant != "" {
+			var nfes ipam.FieldErrors
+			name := "tenants/" + tenant + "/announcers/" + h.GetNode()
+			if gt, gn := parseAnnouncerName(&nfes, name); gt != tenant || gn != h.GetNode() || len(nfes) > 0 {
+				t.Fatalf("announcer %q of %q: name %q parses as %q, %q, %v", h.GetNode(), tenant, name, gt, gn, nfes)
+			}
+		}
+		if len(fes) > 0 {
+			return
+		}
+		if len(itfs) != len(h.GetInterfaces()) {
+			t.Fatalf("accepted %d interfaces of %d", len(itfs), len(h.GetInterfaces()))
+		}
+		for _, itf := range itfs {
+			if itf.Name == "" || len(itf.Name) > 15 || strings.ContainsAny(itf.Name, "/ \t\n") {
+				t.Fatalf("accepted interface name %q", itf.Name)
+			}
+			for _, p := range itf.Addrs {
+				if !p.IsValid() {
+					t.Fatalf("accepted interface address %v", p)
+				}
+			}
+		}
+	})
+}
