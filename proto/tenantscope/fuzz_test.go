@@ -1,6 +1,7 @@
-package policy_test
+package tenantscope_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/beaconlb/beacon/services/gateway/internal/policy"
+	_ "github.com/beaconlb/beacon/proto/beacon/ipam/v1" // registers the API's descriptors
+
+	"github.com/beaconlb/beacon/proto/tenantscope"
 )
 
 // nameValue is a non-empty name or parent value found in a message, with
@@ -62,16 +65,35 @@ func names(t *testing.T, m protoreflect.Message) []nameValue {
 	return out
 }
 
+// apiMethods lists every method of the API's services (package
+// beacon.ipam.v1) in a fixed order: the fuzz input picks one by index.
+func apiMethods() []protoreflect.MethodDescriptor {
+	var out []protoreflect.MethodDescriptor
+	protoregistry.GlobalFiles.RangeFilesByPackage("beacon.ipam.v1", func(fd protoreflect.FileDescriptor) bool {
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				out = append(out, sd.Methods().Get(j))
+			}
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b protoreflect.MethodDescriptor) int {
+		return strings.Compare(string(a.FullName()), string(b.FullName()))
+	})
+	return out
+}
+
 // FuzzCheckRequest decodes arbitrary wire bytes as the request (or the
-// response) of any method of the API and checks the tenant scoping of the
-// gateway: CheckRequest refuses with PermissionDenied or InvalidArgument
+// response) of any method of the API and checks the one-tenant rule:
+// CheckRequest refuses with PermissionDenied or InvalidArgument
 // only, and what it lets through for tenant c1 names no other tenant's
 // resource at any depth (every name or parent is tenants/c1 or under it,
 // or, below the top level, a plain word without '/'), and names one of
 // c1's resources when it is the first message of a call. CheckResponse lets
 // through no name under tenants/ that is not c1's.
 func FuzzCheckRequest(f *testing.F) {
-	methods := policy.Methods()
+	methods := apiMethods()
 	const tenant = "c1"
 	owns := func(v string) bool { return v == "tenants/"+tenant || strings.HasPrefix(v, "tenants/"+tenant+"/") }
 	f.Fuzz(func(t *testing.T, method uint16, response, first bool, b []byte) {
@@ -89,23 +111,23 @@ func FuzzCheckRequest(f *testing.F) {
 			return
 		}
 		if response {
-			if err := policy.CheckResponse(m, tenant); err != nil {
+			if err := tenantscope.CheckResponse(m, tenant); err != nil {
 				if status.Code(err) != codes.Internal {
-					t.Fatalf("%s response: CheckResponse error %v, want Internal", policy.FullMethod(md), err)
+					t.Fatalf("%s response: CheckResponse error %v, want Internal", md.FullName(), err)
 				}
 				return
 			}
 			for _, n := range names(t, m) {
 				if strings.HasPrefix(n.value, "tenants/") && !owns(n.value) {
-					t.Fatalf("%s response: CheckResponse let through %q", policy.FullMethod(md), n.value)
+					t.Fatalf("%s response: CheckResponse let through %q", md.FullName(), n.value)
 				}
 			}
 			return
 		}
-		err = policy.CheckRequest(m, tenant, first)
+		err = tenantscope.CheckRequest(m, tenant, first)
 		if err != nil {
 			if c := status.Code(err); c != codes.PermissionDenied && c != codes.InvalidArgument {
-				t.Fatalf("%s: CheckRequest error %v, want PermissionDenied or InvalidArgument", policy.FullMethod(md), err)
+				t.Fatalf("%s: CheckRequest error %v, want PermissionDenied or InvalidArgument", md.FullName(), err)
 			}
 			return
 		}
@@ -116,11 +138,11 @@ func FuzzCheckRequest(f *testing.F) {
 				matched = true
 			case n.depth > 0 && !strings.Contains(n.value, "/"):
 			default:
-				t.Fatalf("%s: CheckRequest let through %q at depth %d", policy.FullMethod(md), n.value, n.depth)
+				t.Fatalf("%s: CheckRequest let through %q at depth %d", md.FullName(), n.value, n.depth)
 			}
 		}
 		if first && !matched {
-			t.Fatalf("%s: CheckRequest let through a first message naming nothing of %s", policy.FullMethod(md), tenant)
+			t.Fatalf("%s: CheckRequest let through a first message naming nothing of %s", md.FullName(), tenant)
 		}
 	})
 }
