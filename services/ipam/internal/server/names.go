@@ -86,12 +86,12 @@ func allocationName(a *ipam.Allocation) string {
 	return "tenants/" + a.Tenant + "/allocations/" + a.ID
 }
 
-// etag renders a revision; parseEtag reads one back (0 for "").
+// etag renders a revision.
 func etag(rev int64) string { return `"` + strconv.FormatInt(rev, 36) + `"` }
 
-//
-// An etag is taken with or without its quotes, and only as etag writes it:
-// "0a" or "A" are not etags, so that one revision has one spelling.
+// parseEtag reads a revision back (0 for ""). An etag is taken with or
+// without its quotes, and only as etag writes it: "0a" or "A" are not
+// etags, so that one revision has one spelling.
 func parseEtag(fes *ipam.FieldErrors, field, s string) int64 {
 	if s == "" {
 		return 0
