@@ -88,7 +88,9 @@ func FuzzResourceNames(f *testing.F) {
 // FuzzTokens checks the opaque strings the API hands out and takes back:
 // etags, watch resume tokens and page tokens. What the server renders
 // parses back to the same value; what it accepts is exactly what it
-// renders (no second spelling of one revision); a refusal names the field.
+// renders (no second spelling of one revision, no page token it did not
+// make, none for another listing or from another key); a refusal names
+// the field.
 func FuzzTokens(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, rev int64, after string, query uint64) {
 		// Etags.
@@ -124,25 +126,31 @@ func FuzzTokens(f *testing.F) {
 		}
 
 		// Page tokens: arbitrary text, and a token the server made.
+		pg, other := pager{key: []byte("fuzz-key")}, pager{key: []byte("other-key")}
 		fes = nil
-		if got := decodePageToken(&fes, "page_token", s, query); len(fes) > 0 {
+		if got := pg.decode(&fes, "page_token", s, query); len(fes) > 0 {
 			if len(fes) != 1 || fes[0].Field != "page_token" || got != "" {
-				t.Fatalf("decodePageToken(%q) = %q, errors %v", s, got, fes)
+				t.Fatalf("decode(%q) = %q, errors %v", s, got, fes)
 			}
-		} else if s != "" && got == "" {
-			t.Fatalf("decodePageToken(%q) accepted with no position", s)
+		} else if s != "" && (got == "" || pg.encode(got, query) != s) {
+			t.Fatalf("decode(%q) = %q: accepted a token the server did not make", s, got)
 		}
 		if after == "" || !utf8.ValidString(after) {
 			return // positions are IDs and keys: never empty, always UTF-8
 		}
-		tok := encodePageToken(after, query)
+		tok := pg.encode(after, query)
 		fes = nil
-		if got := decodePageToken(&fes, "page_token", tok, query); got != after || len(fes) > 0 {
-			t.Fatalf("decodePageToken(encodePageToken(%q)) = %q, %v", after, got, fes)
+		if got := pg.decode(&fes, "page_token", tok, query); got != after || len(fes) > 0 {
+			t.Fatalf("decode(encode(%q)) = %q, %v", after, got, fes)
 		}
-		fes = nil
-		if got := decodePageToken(&fes, "page_token", tok, query+1); got != "" || len(fes) != 1 || fes[0].Field != "page_token" {
-			t.Fatalf("a page token was accepted for another query: %q, %v", got, fes)
+		for _, bad := range []struct {
+			p     pager
+			query uint64
+		}{{pg, query + 1}, {other, query}} {
+			fes = nil
+			if got := bad.p.decode(&fes, "page_token", tok, bad.query); got != "" || len(fes) != 1 || fes[0].Field != "page_token" {
+				t.Fatalf("a page token was accepted for another query or key: %q, %v", got, fes)
+			}
 		}
 	})
 }
