@@ -119,7 +119,7 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 ## ---- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: deps tools check-generated lint test-unit test-k8s test-integration ## Every check and test (what CI runs).
+test: deps tools check-generated lint test-unit test-k8s test-integration test-fuzz ## Every check and test (what CI runs).
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit
@@ -150,20 +150,76 @@ test-robustness: build testbins ## The robustness harness's short run: 3 ipamd o
 ROBUSTNESS_RUNS     ?= 5
 ROBUSTNESS_DURATION ?= 60s
 
+# Every fuzz target, PACKAGE:FuzzName, grouped by package (docs/reliability.md,
+# "Fuzzing"). Seeds and crashers live in PACKAGE/testdata/fuzz/FuzzName/.
+FUZZ_TARGETS := \
+  beaconctl/internal/cli:FuzzFlagValues \
+  beaconctl/internal/cli:FuzzRangeKey \
+  beaconctl/internal/cli:FuzzResourceRefs \
+  k8s-adapter/internal/metallb:FuzzMetalLBSpec \
+  k8s-adapter/internal/metallb:FuzzMetalLBNumber \
+  k8s-adapter/internal/metallb:FuzzResourceID \
+  k8s-adapter/internal/request:FuzzServiceRequest \
+  pkg/spiffeid:FuzzParse \
+  pkg/spiffeid:FuzzID \
+  proto/tenantscope:FuzzCheckRequest \
+  services/announcer/cmd/announcerd:FuzzAnnouncerFlags \
+  services/announcer/internal/ipamclient:FuzzPlanChange \
+  services/announcer/internal/reconcile:FuzzRouteCommunities \
+  services/gateway/internal/auth:FuzzIdentityURI \
+  services/gateway/internal/auth:FuzzAuthorization \
+  services/gateway/internal/gateway:FuzzRESTAllocateBody \
+  services/gateway/internal/gateway:FuzzRESTBody \
+  services/ipam/internal/addrspace:FuzzParseRange \
+  services/ipam/internal/addrspace:FuzzFreeList \
+  services/ipam/internal/addrspace:FuzzOverlap \
+  services/ipam/internal/filter:FuzzParse \
+  services/ipam/internal/filter:FuzzNarrowedFilter \
+  services/ipam/internal/ipam:FuzzStandardCommunity \
+  services/ipam/internal/ipam:FuzzLargeCommunity \
+  services/ipam/internal/planner:FuzzCommunityLiteral \
+  services/ipam/internal/selector:FuzzSelectorValidate \
+  services/ipam/internal/server:FuzzAllocationRequest \
+  services/ipam/internal/server:FuzzPoolRequest \
+  services/ipam/internal/server:FuzzResourceNames \
+  services/ipam/internal/server:FuzzTokens \
+  services/ipam/internal/server:FuzzCommunityValue \
+  services/ipam/internal/server:FuzzAnnouncementRequest \
+  services/ipam/internal/server:FuzzAnnouncerHello
+# The bounded run inside make test: FUZZTIME_SHORT per target, one worker.
+FUZZTIME_SHORT ?= 2s
+# Workers per fuzz run in make fuzz (empty: one per core).
+FUZZ_PARALLEL  ?=
+
 .PHONY: fuzz
-fuzz: ## Run every fuzzer for FUZZTIME (default 30s) each.
-	@for spec in \
-	  services/ipam/internal/addrspace:FuzzParseRange \
-	  services/ipam/internal/addrspace:FuzzFreeList \
-	  services/ipam/internal/addrspace:FuzzOverlap \
-	  services/ipam/internal/filter:FuzzParse \
-	  services/ipam/internal/selector:FuzzSelectorValidate \
-	  services/ipam/internal/server:FuzzAllocationRequest \
-	  services/ipam/internal/server:FuzzPoolRequest \
-	  services/gateway/internal/gateway:FuzzRESTAllocateBody; do \
-	  pkg=$${spec%%:*}; fn=$${spec##*:}; echo ">> $$fn ($$pkg)"; \
-	  go test ./$$pkg -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s; \
+fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each; FUZZ=FuzzName runs one.
+	@for spec in $(FUZZ_TARGETS); do \
+	  pkg=$${spec%%:*}; fn=$${spec##*:}; \
+	  [ -z "$(FUZZ)" ] || [ "$(FUZZ)" = "$$fn" ] || continue; \
+	  echo ">> $$fn ($$pkg)"; \
+	  go test ./$$pkg -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=10s $(if $(FUZZ_PARALLEL),-parallel=$(FUZZ_PARALLEL)); \
 	done
+
+# One instrumented test binary per package (go test -c -fuzz), run once per
+# target in the package's directory (for testdata/) with go test's corpus
+# cache, so the package compiles once and not once per target.
+.PHONY: test-fuzz
+test-fuzz: ## Every fuzz target for FUZZTIME_SHORT (default 2s) each, one worker (part of make test).
+	@start=$$(date +%s); bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; \
+	cache=$$(go env GOCACHE)/fuzz; n=0; \
+	for pkg in $$(printf '%s\n' $(FUZZ_TARGETS) | cut -d: -f1 | uniq); do \
+	  bin=$$bins/$$(echo $$pkg | tr / _).test; \
+	  go test -c -fuzz=. -o $$bin ./$$pkg; \
+	  path=$$(go list ./$$pkg); \
+	  for spec in $(FUZZ_TARGETS); do \
+	    [ "$${spec%%:*}" = "$$pkg" ] || continue; fn=$${spec##*:}; n=$$((n+1)); \
+	    echo ">> $$fn ($$pkg, $(FUZZTIME_SHORT))"; \
+	    (cd $$pkg && $$bin -test.run='^$$' -test.fuzz="^$$fn$$" -test.fuzztime=$(FUZZTIME_SHORT) -test.fuzzminimizetime=5s \
+	      -test.parallel=1 -test.fuzzcachedir=$$cache/$$path) | grep -v '^fuzz: elapsed' \
+	      || { echo ">> $$fn failed: replay with: go test ./$$pkg -run='$$fn/NAME' (NAME: the file it wrote under $$pkg/testdata/fuzz/$$fn/)"; exit 1; }; \
+	  done; \
+	done; \
+	echo ">> test-fuzz: $$n fuzz targets passed in $$(( $$(date +%s) - start )) s"
 
 ## ---- benchmarks ------------------------------------------------------------
 

@@ -96,8 +96,13 @@ func (r *reader) integer(m map[string]any, path, key string, lo, hi int64) (val 
 	case int32:
 		n = int64(x)
 	case float64:
-		if x != math.Trunc(x) {
+		if x != math.Trunc(x) || math.IsInf(x, 0) {
 			r.fail(path+"."+key, "must be a whole number")
+			return 0, false
+		}
+		if x < -(1<<63) || x >= 1<<63 {
+			// Beyond int64: converting would wrap (and differs by CPU).
+			r.fail(path+"."+key, "must be from %d to %d", lo, hi)
 			return 0, false
 		}
 		n = int64(x)

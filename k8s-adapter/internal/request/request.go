@@ -8,6 +8,7 @@
 package request
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -236,10 +237,7 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 		a.Ports = append(a.Ports, &ipamv1.Port{Port: p.Port, Protocol: proto})
 	}
 	slices.SortFunc(a.Ports, func(x, y *ipamv1.Port) int {
-		if x.GetPort() != y.GetPort() {
-			return int(x.GetPort() - y.GetPort())
-		}
-		return int(x.GetProtocol() - y.GetProtocol())
+		return cmp.Or(cmp.Compare(x.GetPort(), y.GetPort()), cmp.Compare(x.GetProtocol(), y.GetProtocol()))
 	})
 
 	a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER

@@ -90,6 +90,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 			continue
 		}
 		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" {
 			errs = append(errs, fmt.Errorf("--labels: %q is not k=v", kv))
 			continue
@@ -115,7 +116,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	default:
 		errs = append(errs, fmt.Errorf("--keep-routes-on-exit: %q is not a boolean", keep))
 	}
-	if d := c.LocalDevice; d != "" && (len(d) > 15 || strings.ContainsAny(d, "/ \t\n:") || d == "." || d == "..") {
+	if d := c.LocalDevice; d != "" && (len(d) > 15 || strings.ContainsAny(d, "/: \t\n\v\f\r") || d == "." || d == "..") {
 		errs = append(errs, fmt.Errorf("--local-addresses-device: %q is not a valid interface name", d))
 	}
 	switch bgpHostname {

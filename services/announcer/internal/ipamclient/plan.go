@@ -57,14 +57,32 @@ func (p *Plan) Equal(o *Plan) bool {
 	return true
 }
 
+// parsePrefix reads a route's prefix as the IPAM writes it: a network
+// address without host bits, not an IPv4-mapped IPv6 one. A plan entry
+// that is not, like one that does not parse, is left out: announcing
+// 192.0.2.1/24 as it stands, or a mapped address as IPv6, would announce
+// something the IPAM did not plan.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	pf, err := netip.ParsePrefix(s)
+	return pf, err == nil && pf == pf.Masked() && !pf.Addr().Is4In6()
+}
+
+// parseAddr reads an L2 address as the IPAM writes it: no zone, not an
+// IPv4-mapped IPv6 address (which would be answered for with NDP instead
+// of ARP).
+func parseAddr(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	return a, err == nil && a.Zone() == "" && !a.Is4In6()
+}
+
 func (p *Plan) upsertRoute(r *ipamv1.PlanRoute) {
-	if pf, err := netip.ParsePrefix(r.GetPrefix()); err == nil {
+	if pf, ok := parsePrefix(r.GetPrefix()); ok {
 		p.Routes[RouteKey{pf, r.GetPeer()}] = r
 	}
 }
 
 func (p *Plan) upsertL2(l *ipamv1.PlanL2Address) {
-	if a, err := netip.ParseAddr(l.GetAddress()); err == nil {
+	if a, ok := parseAddr(l.GetAddress()); ok {
 		p.L2[a] = l.GetInterfaces()
 	}
 }
@@ -94,7 +112,7 @@ func (p *Plan) apply(c *ipamv1.PlanChange) *Plan {
 		n.Peers[pp.GetPeer().GetName()] = pp
 	}
 	for _, k := range c.GetRemoveRoutes() {
-		if pf, err := netip.ParsePrefix(k.GetPrefix()); err == nil {
+		if pf, ok := parsePrefix(k.GetPrefix()); ok {
 			delete(n.Routes, RouteKey{pf, k.GetPeer()})
 		}
 	}
@@ -102,7 +120,7 @@ func (p *Plan) apply(c *ipamv1.PlanChange) *Plan {
 		n.upsertRoute(r)
 	}
 	for _, a := range c.GetRemoveL2Addresses() {
-		if addr, err := netip.ParseAddr(a); err == nil {
+		if addr, ok := parseAddr(a); ok {
 			delete(n.L2, addr)
 		}
 	}

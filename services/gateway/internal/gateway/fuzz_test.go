@@ -12,10 +12,15 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -35,6 +40,41 @@ func (stubAllocations) Allocate(_ context.Context, req *ipamv1.AllocateRequest) 
 	}, Created: true}, nil
 }
 
+// emptyAnswer answers every method the stub does not implement with an
+// empty response of the method's type, after reading the request.
+func emptyAnswer(_ any, stream grpc.ServerStream) error {
+	full, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return status.Error(codes.Internal, "no method")
+	}
+	svc, method, _ := strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return status.Errorf(codes.Unimplemented, "%s: %v", full, err)
+	}
+	md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return status.Errorf(codes.Unimplemented, "%s", full)
+	}
+	in := dynamicpb.NewMessage(md.Input())
+	if err := stream.RecvMsg(in); err != nil {
+		return err
+	}
+	return stream.SendMsg(dynamicpb.NewMessage(md.Output()))
+}
+
+func (stubAllocations) Release(context.Context, *ipamv1.ReleaseRequest) (*ipamv1.ReleaseResponse, error) {
+	return &ipamv1.ReleaseResponse{}, nil
+}
+
+func (stubAllocations) RenewAllocation(context.Context, *ipamv1.RenewAllocationRequest) (*ipamv1.RenewAllocationResponse, error) {
+	return &ipamv1.RenewAllocationResponse{}, nil
+}
+
+func (stubAllocations) UpdateAllocation(context.Context, *ipamv1.UpdateAllocationRequest) (*ipamv1.UpdateAllocationResponse, error) {
+	return &ipamv1.UpdateAllocationResponse{}, nil
+}
+
 var (
 	fuzzOnce    sync.Once
 	fuzzHandler http.Handler
@@ -51,7 +91,7 @@ func fuzzGateway(t testing.TB) http.Handler {
 			fuzzErr = err
 			return
 		}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(grpc.UnknownServiceHandler(emptyAnswer))
 		ipamv1.RegisterAllocationServiceServer(srv, stubAllocations{})
 		healthpb.RegisterHealthServer(srv, health.NewServer())
 		go func() { _ = srv.Serve(lis) }()

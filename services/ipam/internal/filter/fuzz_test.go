@@ -2,6 +2,8 @@ package filter
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +64,32 @@ func FuzzParse(f *testing.F) {
 		}
 		flt.Match(nil, map[string]string{"app": "web"})
 		flt.Match(func(f string) (string, bool) { return strings.ToUpper(f), f != "owner" }, nil)
+	})
+}
+
+// FuzzNarrowedFilter checks the gateway's OwnPools narrowing (a tenant's
+// pool listing gets its filter, if any, followed by ` AND tenant = "T"`,
+// see services/gateway/internal/policy): whatever the tenant wrote before
+// it, a narrowed filter that parses keeps the tenant term, so it never
+// matches a pool of another tenant.
+func FuzzNarrowedFilter(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		const tenant = "t1"
+		narrowed := fmt.Sprintf("tenant = %q", tenant)
+		if s = strings.TrimSpace(s); s != "" {
+			narrowed = s + " AND " + narrowed
+		}
+		flt, err := Parse(narrowed, "labels", "tenant")
+		if err != nil {
+			return
+		}
+		want := Term{Field: "tenant", Op: Equal, Value: tenant}
+		if !slices.Contains(flt.Terms, want) {
+			t.Fatalf("narrowed filter %q parses without the tenant term: %#v", narrowed, flt)
+		}
+		other := func(string) (string, bool) { return tenant + "x", true }
+		if flt.Match(other, nil) || flt.Match(nil, nil) {
+			t.Fatalf("narrowed filter %q matches a pool of another tenant or of none", narrowed)
+		}
 	})
 }

@@ -221,7 +221,8 @@ func (a *allocationService) RenewAllocation(ctx context.Context, req *ipamv1.Ren
 	return &ipamv1.RenewAllocationResponse{Allocation: allocationToProto(res.Allocation, res.Rev)}, nil
 }
 
-// resumeToken renders a revision for WatchAllocations.
+// resumeToken renders a revision for WatchAllocations; parseResumeToken
+// takes back only what it renders ("r05" and "r+5" are not tokens).
 func resumeToken(rev int64) string { return "r" + strconv.FormatInt(rev, 10) }
 
 func parseResumeToken(fes *ipam.FieldErrors, s string) int64 {
@@ -229,7 +230,7 @@ func parseResumeToken(fes *ipam.FieldErrors, s string) int64 {
 		return 0
 	}
 	v, err := strconv.ParseInt(strings.TrimPrefix(s, "r"), 10, 64)
-	if !strings.HasPrefix(s, "r") || err != nil || v <= 0 {
+	if !strings.HasPrefix(s, "r") || err != nil || v <= 0 || resumeToken(v) != s {
 		fes.Add("resume_token", "is not a resume token returned by this API")
 		return 0
 	}

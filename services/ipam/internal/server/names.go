@@ -86,15 +86,22 @@ func allocationName(a *ipam.Allocation) string {
 	return "tenants/" + a.Tenant + "/allocations/" + a.ID
 }
 
-// etag renders a revision; parseEtag reads one back (0 for "").
+// etag renders a revision.
 func etag(rev int64) string { return `"` + strconv.FormatInt(rev, 36) + `"` }
 
+// parseEtag reads a revision back (0 for ""). An etag is taken with or
+// without its quotes, and only as etag writes it: "0a" or "A" are not
+// etags, so that one revision has one spelling.
 func parseEtag(fes *ipam.FieldErrors, field, s string) int64 {
 	if s == "" {
 		return 0
 	}
-	v, err := strconv.ParseInt(strings.Trim(s, `"`), 36, 64)
-	if err != nil || v <= 0 {
+	bare := s
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		bare = s[1 : len(s)-1]
+	}
+	v, err := strconv.ParseInt(bare, 36, 64)
+	if err != nil || v <= 0 || strconv.FormatInt(v, 36) != bare {
 		fes.Add(field, "is not an etag returned by this API")
 		return 0
 	}
