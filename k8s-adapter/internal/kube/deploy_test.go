@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -116,7 +117,7 @@ spec:
 		s.Annotations = map[string]string{"metallb.io/address-pool": "rbac-pool"}
 	}))
 	e.waitIPs("rbac", 1)
-	e.waitEvent("rbac", kube.ReasonAllocated)
+	e.waitEvent("rbac", reason.IPAllocated)
 	waitFor(t, "the finalizer", func() (bool, string) {
 		s, err := e.get("rbac")
 		return err == nil && len(s.Finalizers) == 1, fmt.Sprint(s.GetFinalizers(), err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -539,25 +540,26 @@ func (m *metallbSync) writeStatus(ctx context.Context, o *outcome) error {
 		}
 	}
 	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ string, ok bool, reason, msg string) map[string]any {
+	cond := func(typ string, ok bool, why, msg string) map[string]any {
 		st := "False"
 		if ok {
 			st = "True"
 		}
-		c := map[string]any{"type": typ, "status": st, "reason": reason, "message": msg, "observedGeneration": o.obj.GetGeneration(), "lastTransitionTime": now}
+		c := map[string]any{"type": typ, "status": st, "reason": why, "message": msg, "observedGeneration": o.obj.GetGeneration(), "lastTransitionTime": now}
 		if prev, found := oldConds[typ]; found && prev["status"] == st {
 			c["lastTransitionTime"] = prev["lastTransitionTime"]
 		}
 		return c
 	}
+	errReason, errMsg := m.explain(o.err)
 	var conds []any
 	switch {
 	case o.err != nil:
-		conds = append(conds, cond("Synced", false, reasonOf(o.err), o.err.Error()))
+		conds = append(conds, cond("Synced", false, errReason, errMsg))
 	case o.warning != "":
-		conds = append(conds, cond("Synced", true, "PartlySupported", o.warning))
+		conds = append(conds, cond("Synced", true, reason.PartlySupported, o.warning))
 	default:
-		conds = append(conds, cond("Synced", true, "Synced", "in the IPAM as tenant "+m.c.cfg.Tenant+"'s"))
+		conds = append(conds, cond("Synced", true, reason.Synced, "in the IPAM as tenant "+m.c.cfg.Tenant+"'s"))
 	}
 	for _, c := range o.conditions {
 		conds = append(conds, cond(c.GetType(), c.GetStatus(), c.GetReason(), c.GetMessage()))
@@ -568,8 +570,8 @@ func (m *metallbSync) writeStatus(ctx context.Context, o *outcome) error {
 		return nil
 	}
 	if o.err != nil {
-		if prev := oldConds["Synced"]; prev == nil || prev["status"] != "False" || prev["message"] != o.err.Error() {
-			m.c.recorder.Eventf(o.obj, corev1.EventTypeWarning, "ImportFailed", "Not applied to the IPAM: %v", o.err)
+		if prev := oldConds["Synced"]; prev == nil || prev["status"] != "False" || prev["message"] != errMsg {
+			m.c.recorder.Eventf(o.obj, corev1.EventTypeWarning, reason.ImportFailed, "Not applied to the IPAM: %s (%s)", errMsg, errReason)
 		}
 	}
 	body, err := json.Marshal(map[string]any{"status": status})
@@ -594,22 +596,15 @@ func statusEqual(a, b map[string]any) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-// reasonOf returns a CamelCase condition reason for an error: the IPAM's
-// ErrorInfo reason (POOL_OVERLAP → PoolOverlap), else InvalidSpec.
-func reasonOf(err error) string {
+// explain returns the reason and message of an import failure: a spec the
+// adapter cannot convert, or the IPAM's refusal (see lb.Explain).
+func (m *metallbSync) explain(err error) (string, string) {
+	if err == nil {
+		return "", ""
+	}
 	var se *metallb.SpecError
 	if errors.As(err, &se) {
-		return "InvalidSpec"
+		return reason.InvalidSpec, se.Error()
 	}
-	r := lb.ReasonOf(err)
-	var b strings.Builder
-	for _, w := range strings.Split(strings.ToLower(r), "_") {
-		if w != "" {
-			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
-		}
-	}
-	if b.Len() == 0 {
-		return "Failed"
-	}
-	return b.String()
+	return lb.Explain(err, m.c.cfg.Tenant)
 }

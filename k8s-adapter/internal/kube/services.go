@@ -22,19 +22,9 @@ import (
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-)
-
-// Event reasons.
-const (
-	ReasonAllocated        = "IPAllocated"
-	ReasonChanged          = "IPChanged"
-	ReasonReleased         = "IPReleased"
-	ReasonAllocationFailed = "AllocationFailed"
-	ReasonReleaseFailed    = "ReleaseFailed"
-	ReasonUpdated          = "AllocationUpdated"
-	ReasonNotKept          = "IPNotKept"
 )
 
 // syncService makes one Service's allocation, status, annotation and
@@ -88,7 +78,8 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 	finalized := slices.Contains(svc.Finalizers, Finalizer)
 	addrs, err := c.lb.Release(ctx, key)
 	if err != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonReleaseFailed, "Releasing %s failed: %v", key, err)
+		_, why := lb.Explain(err, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.ReleaseFailed, "Releasing the Service's address failed: %s", why)
 		return err
 	}
 	c.held.Delete(key)
@@ -98,7 +89,7 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 		why = "the Service is being deleted"
 	}
 	if len(addrs) > 0 {
-		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %s: %s", strings.Join(addrs, ", "), why)
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPReleased, "Released %s: %s", strings.Join(addrs, ", "), why)
 		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why)
 	}
 	rv := svc.ResourceVersion
@@ -211,19 +202,21 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 		res, err = c.lb.Ensure(ctx, want)
 	}
 	if le := res.NotAdopted; le != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), le.Message, le.Reason)
+		r, why := lb.Explain(le, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.IPNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), why, r)
 		c.logger.InfoContext(ctx, "status addresses not kept", "service", key, "addresses", prev, "reason", le.Reason, "error", le.Message)
 	}
 	if res.Adopted {
 		pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
-		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
 		c.logger.InfoContext(ctx, "status addresses kept", "service", key, "addresses", res.Allocation.GetAddresses(), "pool", pool)
 	}
 	if len(res.Replaced) > 0 {
 		c.held.Delete(key)
 	}
 	if err != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationFailed, "Failed to allocate an address: %v", err)
+		r, why := lb.Explain(err, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.AllocationFailed, "Failed to allocate an address: %s (%s)", why, r)
 		var le *lb.Error
 		refused := errors.As(err, &le) && !le.Retryable()
 		// The addresses in the status are no longer the Service's when they
@@ -293,16 +286,16 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key strin
 		stale, rv = append(stale, rv), next
 		switch {
 		case len(prev) == 0:
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
 		case !slices.Equal(prev, addrs):
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonChanged, "Changed IP from %s to %s (pool %s)", fmtAddrs(prev), fmtAddrs(addrs), pool)
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPChanged, "Changed IP from %s to %s (pool %s)", fmtAddrs(prev), fmtAddrs(addrs), pool)
 		}
 		c.logger.InfoContext(ctx, "status written", "service", key, "addresses", addrs, "pool", pool, "previous", prev)
 	}
 	if len(res.Updated) > 0 {
 		fields := slices.DeleteFunc(slices.Clone(res.Updated), func(f string) bool { return f == "endpoint_nodes" })
 		if len(fields) > 0 {
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonUpdated, "Updated the allocation's %s", strings.Join(fields, ", "))
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.AllocationUpdated, "Updated the allocation's %s", strings.Join(fields, ", "))
 		}
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}

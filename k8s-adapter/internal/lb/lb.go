@@ -235,7 +235,10 @@ type Error struct {
 	Code    codes.Code
 	Reason  string // ErrorInfo reason, e.g. POOL_EXHAUSTED; else the code's name
 	Message string
-	cause   error
+	// Metadata is the ErrorInfo's: for an address kept for a released
+	// owner, held_for and hold_expire_time.
+	Metadata map[string]string
+	cause    error
 }
 
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
@@ -259,9 +262,25 @@ func wrap(step string, err error) error {
 	if errors.As(err, &e) {
 		return fmt.Errorf("%s: %w", step, err)
 	}
+	return fmt.Errorf("%s: %w", step, asError(err))
+}
+
+// asError turns a gRPC error into an *Error.
+func asError(err error) *Error {
+	// status.FromError of a wrapped status puts the wrapping text into the
+	// message; the status itself is wanted.
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) {
+		err = gs.(error)
+	}
 	st, _ := status.FromError(err)
-	e = &Error{Code: st.Code(), Reason: reasonOfStatus(st), Message: st.Message(), cause: err}
-	return fmt.Errorf("%s: %w", step, e)
+	e := &Error{Code: st.Code(), Reason: reasonOfStatus(st), Message: st.Message(), cause: err}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			e.Metadata = info.GetMetadata()
+		}
+	}
+	return e
 }
 
 // ReasonOf returns the ErrorInfo reason of an IPAM error ("POOL_EXHAUSTED"),
