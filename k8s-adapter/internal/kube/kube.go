@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +107,11 @@ type Config struct {
 	// ReleaseHold is how long a released Service's addresses stay reserved
 	// for it; nil: the IPAM's default.
 	ReleaseHold *time.Duration
+	// MetalLBReleaseHold is ReleaseHold for Services managed through
+	// MetalLB (its annotations, or a pool imported from an IPAddressPool):
+	// 0, the default, frees their addresses at once, as MetalLB does. A
+	// Service's beacon.io/release-hold annotation overrides both.
+	MetalLBReleaseHold time.Duration
 	// MetalLBNamespace is where MetalLB's configuration resources are read
 	// (IPAddressPool, L2Advertisement, ...). Empty: they are not read.
 	MetalLBNamespace string
@@ -347,7 +353,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	orphans := 0
 	for _, a := range allocs {
 		owner := a.GetOwner()
-		c.held.Store(owner, struct{}{})
+		c.held.Store(owner, c.holdFor(nil, strings.TrimPrefix(a.GetPool(), "pools/")))
 		if _, exists, _ := c.services.GetIndexer().GetByKey(owner); !exists {
 			orphans++
 			c.queue.Add(owner)

@@ -149,11 +149,35 @@ func (c *Client) Adopt(ctx context.Context, want *ipamv1.Allocation, addrs []str
 	return res, err
 }
 
-// Release frees the owner's allocation (keeping it for the owner for the
-// configured hold) and returns its addresses; an owner with no allocation
-// gives nil and no error.
-func (c *Client) Release(ctx context.Context, owner string) ([]string, error) {
-	return c.release(ctx, owner, c.hold)
+// Released is what a release gave back.
+type Released struct {
+	// Addresses released; nil if the owner held none.
+	Addresses []string
+	// HoldEnds is when the hold keeping them for the owner ends; zero if
+	// they are free now.
+	HoldEnds time.Time
+}
+
+// Release frees the owner's allocation, keeping it for the owner for hold
+// (nil: the Client's configured hold, else the IPAM's default; 0: free at
+// once). An owner with no allocation gives nothing and no error.
+func (c *Client) Release(ctx context.Context, owner string, hold *time.Duration) (Released, error) {
+	h := c.hold
+	if hold != nil {
+		h = durationpb.New(*hold)
+	}
+	resp, err := c.alloc.Release(ctx, &ipamv1.ReleaseRequest{Parent: c.parent, Owner: owner, Hold: h})
+	if ReasonOf(err) == ReasonNotFound || status.Code(err) == codes.NotFound {
+		return Released{}, nil
+	}
+	if err != nil {
+		return Released{}, wrap("release", err)
+	}
+	r := Released{Addresses: resp.GetAddresses()}
+	if t := resp.GetHoldExpireTime(); t != nil {
+		r.HoldEnds = t.AsTime()
+	}
+	return r, nil
 }
 
 func (c *Client) release(ctx context.Context, owner string, hold *durationpb.Duration) ([]string, error) {

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -317,4 +318,38 @@ func cloneLabels(m map[string]string) map[string]string {
 		return nil
 	}
 	return maps.Clone(m)
+}
+
+// ReleaseHoldAnnotation sets how long a Service's addresses are kept for it
+// after it is deleted (a Go duration, "10m"; "0s": free at once). It is the
+// way to opt in to holds for a Service managed through MetalLB, whose
+// addresses are otherwise free at once as in MetalLB.
+const ReleaseHoldAnnotation = PrefixBeacon + "release-hold"
+
+// ReleaseHold returns the Service's release-hold annotation: nil if unset.
+func ReleaseHold(annotations map[string]string) (*time.Duration, error) {
+	v, ok := annotations[ReleaseHoldAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 {
+		return nil, &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s=%q is not a duration such as 10m or 0s", ReleaseHoldAnnotation, v)}
+	}
+	return &d, nil
+}
+
+// UsesMetalLB reports whether a Service is managed through MetalLB's
+// annotations (metallb.io/ or metallb.universe.tf/, other than the pool
+// annotation the adapter writes itself).
+func UsesMetalLB(annotations map[string]string) bool {
+	for k := range annotations {
+		if k == MetalLBPoolAnnotation {
+			continue
+		}
+		if strings.HasPrefix(k, PrefixMetalLB) || strings.HasPrefix(k, PrefixDeprecated) {
+			return true
+		}
+	}
+	return false
 }
