@@ -118,6 +118,11 @@ type Config struct {
 	// MetalLBResync re-applies MetalLB's resources and refreshes their status
 	// this often (default 30 s).
 	MetalLBResync time.Duration
+	// MetalLBBackoff is the first back-off of a MetalLB object the IPAM
+	// refused (default 500 ms; it doubles per failure up to 30 s or this,
+	// if longer). Each object backs off on its own; every other change is
+	// applied at once.
+	MetalLBBackoff time.Duration
 	// MetalLBSettle is how long the import waits, after a change of
 	// MetalLB's resources, for no further change (in all at most 2 s or 8
 	// times MetalLBSettle), so that

@@ -73,7 +73,7 @@ type metallbSync struct {
 }
 
 func newMetalLBSync(c *Controller) (*metallbSync, error) {
-	return &metallbSync{
+	m := &metallbSync{
 		c:         c,
 		ns:        c.cfg.MetalLBNamespace,
 		factory:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.kube.dynamic, 0, c.cfg.MetalLBNamespace, nil),
@@ -81,7 +81,11 @@ func newMetalLBSync(c *Controller) (*metallbSync, error) {
 		gvrs:      map[string]schema.GroupVersionResource{},
 		trigger:   make(chan struct{}, 1),
 		ledger:    newLedger(c.logger, "MetalLB resource"),
-	}, nil
+	}
+	if c.cfg.MetalLBBackoff > 0 {
+		m.ledger.minBackoff, m.ledger.maxBackoff = c.cfg.MetalLBBackoff, max(c.cfg.MetalLBBackoff, m.ledger.maxBackoff)
+	}
+	return m, nil
 }
 
 // start finds which MetalLB resources the API server serves and starts
@@ -162,7 +166,7 @@ func (m *metallbSync) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.c.cfg.MetalLBSettle, m.trigger, m.sync)
+	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.c.cfg.MetalLBSettle, m.trigger, m.ledger.nextRetry, m.sync)
 }
 
 // objects returns the cached objects of a kind, by name.

@@ -280,6 +280,17 @@ func (e *Error) Retryable() bool {
 	return false
 }
 
+// Retryable reports whether err is a failure of the IPAM that another try
+// may overcome without anything changing (unreachable, busy), rather than
+// a refusal.
+func Retryable(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = asError(err)
+	}
+	return e.Retryable()
+}
+
 // wrap turns a gRPC error into an *Error, naming the step.
 func wrap(step string, err error) error {
 	var e *Error
