@@ -21,6 +21,9 @@ type config struct {
 	ResyncPeriod     time.Duration
 	ReleaseHold      *time.Duration
 	MetalLBHold      time.Duration
+	WebhookListen    string
+	WebhookCert      string
+	WebhookKey       string
 	MetalLBNamespace string
 	SyncNodes        bool
 	LeaderElect      bool
@@ -64,6 +67,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&resync, "resync-period", "10m", "re-check every Service this often (0: only on changes)")
 	str(&hold, "release-hold", "", "keep a released Service's addresses for it this long; empty: the IPAM's default")
 	str(&mlbHold, "metallb-release-hold", "0s", "--release-hold for Services managed through MetalLB (its annotations or imported pools); 0s frees their addresses at once, as MetalLB does")
+	str(&c.WebhookListen, "webhook-listen", "", "HTTPS address of the validating webhook for IPAddressPools (\":9443\"); empty: no webhook")
+	str(&c.WebhookCert, "webhook-cert", "/etc/beacon/webhook/tls.crt", "the webhook's TLS certificate (PEM; a Secret's tls.crt)")
+	str(&c.WebhookKey, "webhook-key", "/etc/beacon/webhook/tls.key", "the webhook's TLS key (PEM; a Secret's tls.key)")
 	str(&c.MetalLBNamespace, "metallb-namespace", "metallb-system", "namespace of MetalLB's configuration resources to import; empty: do not import")
 	str(&syncNodes, "sync-nodes", "true", "keep the tenant's IPAM Nodes (labels for node selectors, exclude-from-external-load-balancers) equal to the cluster's Nodes")
 	str(&elect, "leader-elect", "true", "take a Lease so that one replica acts at a time")

@@ -347,8 +347,14 @@ func (m *metallbSync) poolKind(tenant string) kindOps[*ipamv1.Pool] {
 			_, err := pc.UpdatePool(ctx, &ipamv1.UpdatePoolRequest{Pool: p, UpdateMask: allFields})
 			return err
 		},
+		// A deleted IPAddressPool takes its addresses with it, as in
+		// MetalLB: the IPAM pool is deleted with force (its allocations
+		// released, so that the IPAM agrees with Kubernetes), each Service
+		// that had an address from it is told why with an Event, and gets
+		// an address from another pool if one serves it.
 		delete: func(ctx context.Context, id string) error {
-			_, err := pc.DeletePool(ctx, &ipamv1.DeletePoolRequest{Name: "pools/" + id})
+			m.poolDeleted(ctx, id)
+			_, err := pc.DeletePool(ctx, &ipamv1.DeletePoolRequest{Name: "pools/" + id, Force: true})
 			if lb.ReasonOf(err) == "NOT_FOUND" {
 				return nil
 			}
@@ -611,4 +617,32 @@ func (m *metallbSync) explain(err error) (string, string) {
 		return reason.InvalidSpec, se.Error()
 	}
 	return lb.Explain(err, m.c.cfg.Tenant)
+}
+
+// poolDeleted records a PoolDeleted Event on every Service that holds an
+// address of the IPAM pool id, which is about to be deleted with its
+// IPAddressPool.
+func (m *metallbSync) poolDeleted(ctx context.Context, id string) {
+	allocs, err := listAll(ctx, func(ctx context.Context, token string) ([]*ipamv1.Allocation, string, error) {
+		r, err := m.c.ipam.Allocations.ListAllocations(ctx, &ipamv1.ListAllocationsRequest{
+			Parent: "tenants/" + m.c.cfg.Tenant, PageSize: 1000, PageToken: token, Filter: fmt.Sprintf("pool = %q", id),
+		})
+		return r.GetAllocations(), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		m.c.logger.WarnContext(ctx, "cannot list the allocations of a deleted pool", "pool", id, "error", err)
+		return
+	}
+	name := strings.TrimPrefix(id, m.c.cfg.Tenant+"-")
+	for _, a := range allocs {
+		obj, ok, _ := m.c.services.GetIndexer().GetByKey(a.GetOwner())
+		svc, isSvc := obj.(*corev1.Service)
+		if !ok || !isSvc {
+			continue
+		}
+		m.c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.PoolDeleted,
+			"The IPAddressPool %s that %s came from was deleted: the address is no longer this Service's (as with MetalLB); it gets one from another pool if one serves it",
+			name, fmtAddrs(a.GetAddresses()))
+		m.c.logger.InfoContext(ctx, "pool deleted under a Service", "pool", id, "service", a.GetOwner(), "addresses", a.GetAddresses())
+	}
 }
