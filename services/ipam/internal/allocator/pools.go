@@ -368,9 +368,13 @@ func (a *Allocator) endHoldOf(ctx context.Context, tenant, id string, meta Meta)
 		if plan == nil {
 			return nil, false, nil
 		}
-		a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{})
+		// A retry with the request's ID answers the addresses again.
+		a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{Name: nameOf(plan.Before), Addrs: slices.Clone(h.Allocation.Addrs)})
 		_, err = a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, rerr := a.racedRetry(ctx, tenant, meta); ok || rerr != nil {
+				return r.Addrs, ok, rerr
+			}
 			continue
 		}
 		if err != nil {
