@@ -116,9 +116,11 @@ func TestApplyTimeValidation(t *testing.T) {
 		})
 	}
 	v6 := fmt.Sprintf("2001:db8:%x:ff::", e.n)
-	refused("a bad CIDR", []string{"192.0.2.300/28", "not a CIDR"}, "bad-cidr", "192.0.2.300/28")
-	refused("a reversed IPv4 range", []string{"reversed"}, "reversed-v4", "198.51.100.9-198.51.100.1")
-	refused("a reversed IPv6 range", []string{"reversed", v6 + "10"}, "reversed-v6", v6+"10-"+v6+"1")
+	// The policy (evaluated before webhooks) refuses field errors; the
+	// webhook what CEL cannot check.
+	refused("a bad CIDR", []string{"beacon-ipaddresspool-fields", "192.0.2.300/28", "not a CIDR"}, "bad-cidr", "192.0.2.300/28")
+	refused("a reversed IPv4 range", []string{"beacon-ipaddresspool-fields", "reversed"}, "reversed-v4", "198.51.100.9-198.51.100.1")
+	refused("a reversed IPv6 range", []string{"ipaddresspools.beacon.io", "reversed", v6 + "10"}, "reversed-v6", v6+"10-"+v6+"1")
 
 	// A pool in use, then one overlapping it.
 	t.Cleanup(func() {
