@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,10 +32,9 @@ func Explain(err error, tenant string) (string, string) {
 	switch e.Reason {
 	case "ADDRESS_IN_USE":
 		if owner := e.Metadata["held_for"]; owner != "" {
+			// The end as a time, not "in 9m": the same message on every
+			// retry, so that the Events aggregate.
 			end := e.Metadata["hold_expire_time"]
-			if t, perr := time.Parse(time.RFC3339, end); perr == nil {
-				end = fmt.Sprintf("%s (in %s)", end, time.Until(t).Round(time.Second))
-			}
 			addr := addressIn(e.Message)
 			return reason.AddressHeld, fmt.Sprintf("%s is kept for %s, deleted, until %s: a release hold, so that %s gets it back if it returns; "+
 				"it is free when the hold ends, or now with `beaconctl alloc release %s --tenant %s`", addr, owner, end, owner, owner, tenant)
