@@ -242,6 +242,7 @@ func newAllocListCommand(g *globals) *cobra.Command {
 	var (
 		tenant string
 		filter string
+		held   bool
 		pages  pageFlags
 	)
 	cmd := &cobra.Command{
@@ -251,10 +252,15 @@ func newAllocListCommand(g *globals) *cobra.Command {
 
 --filter is a conjunction of terms joined by AND, each FIELD = "VALUE" with
 FIELD one of pool, owner, namespace, address, sharing_key or labels.KEY, or
-labels.KEY:* (has the label).`,
+labels.KEY:* (has the label).
+
+--held lists the holds instead: addresses kept for released owners (a
+deleted Service) until the hold ends, so that the owner gets them back. End
+one now with "beaconctl alloc release OWNER --tenant TENANT".`,
 		Example: `  beaconctl alloc list
   beaconctl alloc list --tenant acme --filter 'pool = "pools/web"'
-  beaconctl alloc list --filter 'address = "192.0.2.7"' -o json`,
+  beaconctl alloc list --filter 'address = "192.0.2.7"' -o json
+  beaconctl alloc list --held --tenant acme`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			parent, err := tenantParent(tenant)
@@ -272,11 +278,15 @@ labels.KEY:* (has the label).`,
 					PageSize:  pages.size,
 					PageToken: token,
 					Filter:    filter,
+					Held:      held,
 				})
 				return resp.GetAllocations(), resp.GetNextPageToken(), err
 			})
 			if err != nil {
 				return err
+			}
+			if held {
+				return printList(g, cmd.OutOrStdout(), allocs, allocationResourceName, output.HoldTable)
 			}
 			return printList(g, cmd.OutOrStdout(), allocs, allocationResourceName, output.AllocationTable)
 		},
@@ -284,6 +294,7 @@ labels.KEY:* (has the label).`,
 	fs := cmd.Flags()
 	fs.StringVar(&tenant, "tenant", "-", "`TENANT` whose allocations to list; \"-\" for every tenant")
 	fs.StringVar(&filter, "filter", "", "only allocations matching this `FILTER` (see above)")
+	fs.BoolVar(&held, "held", false, "list the holds of released owners instead, with when each ends")
 	pages.register(fs, "allocations")
 	return cmd
 }
@@ -303,7 +314,10 @@ func newAllocReleaseCommand(g *globals) *cobra.Command {
 
 --hold keeps the addresses for the owner that long, so that it gets them back
 if it allocates again meanwhile; --hold 0 frees them now. Without --hold the
-server's default applies.`,
+server's default applies.
+
+Releasing an owner that was released already and whose addresses are held
+for it (see "alloc list --held") ends the hold now: the addresses are free.`,
 		Example: `  beaconctl alloc release default/web --tenant acme
   beaconctl alloc release tenants/acme/allocations/a1b2c3d4e5f60718293a4 --hold 5m
   beaconctl alloc release default/web --tenant acme --hold 0 --etag "$ETAG"`,

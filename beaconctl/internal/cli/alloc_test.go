@@ -109,6 +109,11 @@ func TestAllocRequests(t *testing.T) {
 			want: []proto.Message{&ipamv1.ListAllocationsRequest{Parent: "tenants/acme", Filter: `pool = "pools/web"`, PageSize: 50}},
 		},
 		{
+			name: "list holds",
+			args: []string{"alloc", "list", "--held", "--tenant", "acme"},
+			want: []proto.Message{&ipamv1.ListAllocationsRequest{Parent: "tenants/acme", Held: true}},
+		},
+		{
 			name: "release by name, server's hold",
 			args: []string{"alloc", "release", webName},
 			want: []proto.Message{&ipamv1.ReleaseRequest{Name: webName}},

@@ -91,6 +91,21 @@ func AllocationTable(w io.Writer, allocs []*ipamv1.Allocation) error {
 	return writeRows(w, []string{"NAME", "OWNER", "ADDRESSES", "POOL", "EXPIRES"}, rows)
 }
 
+// HoldTable writes holds (released owners' kept addresses) as a table:
+// OWNER ADDRESSES POOL HELD-UNTIL.
+func HoldTable(w io.Writer, holds []*ipamv1.Allocation) error {
+	rows := make([][]string, 0, len(holds))
+	for _, a := range holds {
+		rows = append(rows, []string{
+			a.GetOwner(),
+			strings.Join(a.GetAddresses(), ","),
+			a.GetPool(),
+			Timestamp(a.GetHoldExpireTime()),
+		})
+	}
+	return writeRows(w, []string{"OWNER", "ADDRESSES", "POOL", "HELD-UNTIL"}, rows)
+}
+
 // AuditTable writes audit records as a table: TIME ACTION ACTOR OWNER
 // ADDRESSES POOL.
 func AuditTable(w io.Writer, recs []*ipamv1.AuditRecord) error {

@@ -20,6 +20,10 @@ type config struct {
 	Workers          int
 	ResyncPeriod     time.Duration
 	ReleaseHold      *time.Duration
+	MetalLBHold      time.Duration
+	WebhookListen    string
+	WebhookCert      string
+	WebhookKey       string
 	MetalLBNamespace string
 	SyncNodes        bool
 	LeaderElect      bool
@@ -53,7 +57,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		leaseNS = "beacon-system"
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	var ipam, unclassed, workers, resync, hold, syncNodes, elect, leaseDur, renew, retryP, qps, burst string
+	var ipam, unclassed, workers, resync, hold, mlbHold, syncNodes, elect, leaseDur, renew, retryP, qps, burst string
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses")
 	str(&c.Tenant, "tenant", "", "the cluster's IPAM tenant (required)")
 	str(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster config")
@@ -62,6 +66,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&workers, "workers", "16", "Services reconciled at once")
 	str(&resync, "resync-period", "10m", "re-check every Service this often (0: only on changes)")
 	str(&hold, "release-hold", "", "keep a released Service's addresses for it this long; empty: the IPAM's default")
+	str(&mlbHold, "metallb-release-hold", "0s", "--release-hold for Services managed through MetalLB (its annotations or imported pools); 0s frees their addresses at once, as MetalLB does")
+	str(&c.WebhookListen, "webhook-listen", "", "HTTPS address of the validating webhook for IPAddressPools (\":9443\"); empty: no webhook")
+	str(&c.WebhookCert, "webhook-cert", "/etc/beacon/webhook/tls.crt", "the webhook's TLS certificate (PEM; a Secret's tls.crt)")
+	str(&c.WebhookKey, "webhook-key", "/etc/beacon/webhook/tls.key", "the webhook's TLS key (PEM; a Secret's tls.key)")
 	str(&c.MetalLBNamespace, "metallb-namespace", "metallb-system", "namespace of MetalLB's configuration resources to import; empty: do not import")
 	str(&syncNodes, "sync-nodes", "true", "keep the tenant's IPAM Nodes (labels for node selectors, exclude-from-external-load-balancers) equal to the cluster's Nodes")
 	str(&elect, "leader-elect", "true", "take a Lease so that one replica acts at a time")
@@ -125,6 +133,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		d := dur("release-hold", hold, false)
 		c.ReleaseHold = &d
 	}
+	c.MetalLBHold = dur("metallb-release-hold", mlbHold, false)
 	c.LeaseDuration = dur("lease-duration", leaseDur, true)
 	c.RenewDeadline = dur("renew-deadline", renew, true)
 	c.RetryPeriod = dur("retry-period", retryP, true)

@@ -20,6 +20,7 @@ func TestParseConfig(t *testing.T) {
 		LeaderElect: true, LeaseNamespace: "beacon", LeaseName: "beacon-k8s-adapter",
 		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
 		KubeQPS: 300, KubeBurst: 600, OpsListen: "127.0.0.1:7403", LogLevel: "info",
+		WebhookCert: "/etc/beacon/webhook/tls.crt", WebhookKey: "/etc/beacon/webhook/tls.key",
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/webhook"
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -54,13 +55,14 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Pools:         ipamv1.NewPoolServiceClient(cc),
 		Announcements: ipamv1.NewAnnouncementServiceClient(cc),
 	}, logger, kube.Config{
-		Tenant:           cfg.Tenant,
-		Filter:           request.Filter{Class: cfg.Class, AlsoUnclassed: cfg.AlsoUnclassed},
-		Workers:          cfg.Workers,
-		ResyncPeriod:     cfg.ResyncPeriod,
-		ReleaseHold:      cfg.ReleaseHold,
-		MetalLBNamespace: cfg.MetalLBNamespace,
-		SyncNodes:        cfg.SyncNodes,
+		Tenant:             cfg.Tenant,
+		Filter:             request.Filter{Class: cfg.Class, AlsoUnclassed: cfg.AlsoUnclassed},
+		Workers:            cfg.Workers,
+		ResyncPeriod:       cfg.ResyncPeriod,
+		ReleaseHold:        cfg.ReleaseHold,
+		MetalLBReleaseHold: cfg.MetalLBHold,
+		MetalLBNamespace:   cfg.MetalLBNamespace,
+		SyncNodes:          cfg.SyncNodes,
 		LeaderElection: kube.LeaderElection{
 			Enabled: cfg.LeaderElect, Namespace: cfg.LeaseNamespace, Name: cfg.LeaseName,
 			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
@@ -80,6 +82,14 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Run(gctx) })
+	if cfg.WebhookListen != "" {
+		wh := webhook.New(cfg.WebhookListen, cfg.WebhookCert, cfg.WebhookKey, ctrl, logger)
+		if err := wh.Listen(); err != nil {
+			return err
+		}
+		g.Go(func() error { return wh.Run(gctx) })
+		logger.InfoContext(ctx, "webhook serving", "listen", wh.Addr().String(), "path", webhook.Path)
+	}
 	g.Go(func() error {
 		err := ctrl.Run(gctx)
 		if err == nil && ctx.Err() == nil {

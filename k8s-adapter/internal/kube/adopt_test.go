@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -113,9 +113,9 @@ func TestAdoptStatusAddresses(t *testing.T) {
 	moved := map[string]struct {
 		from, reason, prefix string
 	}{
-		"dup":        {incumbent[0], "ADDRESS_IN_USE", lower},
-		"stray":      {at(12), "ADDRESS_NOT_IN_POOL", lower},
-		"wrong-pool": {at(3), "NOT_ALLOWED", e.v4(1)},
+		"dup":        {incumbent[0], "AddressInUse", lower},
+		"stray":      {at(12), "AddressNotInPool", lower},
+		"wrong-pool": {at(3), "NotAllowed", e.v4(1)},
 	}
 	for name, m := range moved {
 		var ips []string
@@ -127,7 +127,7 @@ func TestAdoptStatusAddresses(t *testing.T) {
 			ips = ingress(s)
 			return len(ips) == 1 && ips[0] != m.from && inPrefix(t, ips[0], m.prefix), fmt.Sprint(ips)
 		})
-		msg := e.waitEvent(name, kube.ReasonNotKept)
+		msg := e.waitEvent(name, reason.IPNotKept)
 		if !strings.Contains(msg, m.from) || !strings.Contains(msg, m.reason) || strings.Contains(msg, "rpc error") {
 			t.Errorf("%s: IPNotKept message %q should name %s and %s, without transport text", name, msg, m.from, m.reason)
 		}
@@ -135,7 +135,7 @@ func TestAdoptStatusAddresses(t *testing.T) {
 			t.Errorf("%s moved to %s, an address another Service keeps", name, ips[0])
 		}
 	}
-	if msg := e.waitEvent("kept", kube.ReasonAllocated); !strings.Contains(msg, "Kept") || !strings.Contains(msg, at(6)) {
+	if msg := e.waitEvent("kept", reason.IPAllocated); !strings.Contains(msg, "Kept") || !strings.Contains(msg, at(6)) {
 		t.Errorf("kept: IPAllocated message %q should say the address was kept", msg)
 	}
 }

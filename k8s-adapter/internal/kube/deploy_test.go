@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -41,8 +42,18 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := cluster.Kubectl(ctx, "", "apply", "--dry-run=server", "-f", filepath.Join(dir, "deployment.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := cluster.Kubectl(ctx, "", "kustomize", dir); err != nil || !strings.Contains(out, "kind: Deployment") {
+	if out, err := cluster.Kubectl(ctx, "", "kustomize", dir); err != nil || !strings.Contains(out, "kind: Deployment") || !strings.Contains(out, "kind: ValidatingAdmissionPolicy") {
 		t.Fatalf("kustomize: %v\n%s", err, out)
+	}
+	// The webhook overlay: the adapter, its webhook Service and
+	// configuration, passing the API server's validation.
+	whDir := filepath.Join(root, "deploy", "k8s", "adapter-webhook")
+	out, err := cluster.Kubectl(ctx, "", "kustomize", whDir)
+	if err != nil || !strings.Contains(out, "--webhook-listen=:9443") || !strings.Contains(out, "kind: ValidatingWebhookConfiguration") {
+		t.Fatalf("kustomize %s: %v\n%s", whDir, err, out)
+	}
+	if _, err := cluster.Kubectl(ctx, out, "apply", "--dry-run=server", "-f", "-"); err != nil {
+		t.Fatal(err)
 	}
 
 	tok, err := k8s.CoreV1().ServiceAccounts("beacon-system").CreateToken(ctx, "beacon-k8s-adapter", &authenticationv1.TokenRequest{
@@ -116,7 +127,7 @@ spec:
 		s.Annotations = map[string]string{"metallb.io/address-pool": "rbac-pool"}
 	}))
 	e.waitIPs("rbac", 1)
-	e.waitEvent("rbac", kube.ReasonAllocated)
+	e.waitEvent("rbac", reason.IPAllocated)
 	waitFor(t, "the finalizer", func() (bool, string) {
 		s, err := e.get("rbac")
 		return err == nil && len(s.Finalizers) == 1, fmt.Sprint(s.GetFinalizers(), err)

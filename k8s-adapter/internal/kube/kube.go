@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,12 +107,22 @@ type Config struct {
 	// ReleaseHold is how long a released Service's addresses stay reserved
 	// for it; nil: the IPAM's default.
 	ReleaseHold *time.Duration
+	// MetalLBReleaseHold is ReleaseHold for Services managed through
+	// MetalLB (its annotations, or a pool imported from an IPAddressPool):
+	// 0, the default, frees their addresses at once, as MetalLB does. A
+	// Service's beacon.io/release-hold annotation overrides both.
+	MetalLBReleaseHold time.Duration
 	// MetalLBNamespace is where MetalLB's configuration resources are read
 	// (IPAddressPool, L2Advertisement, ...). Empty: they are not read.
 	MetalLBNamespace string
 	// MetalLBResync re-applies MetalLB's resources and refreshes their status
 	// this often (default 30 s).
 	MetalLBResync time.Duration
+	// MetalLBBackoff is the first back-off of a MetalLB object the IPAM
+	// refused (default 500 ms; it doubles per failure up to 30 s or this,
+	// if longer). Each object backs off on its own; every other change is
+	// applied at once.
+	MetalLBBackoff time.Duration
 	// MetalLBSettle is how long the import waits, after a change of
 	// MetalLB's resources, for no further change (in all at most 2 s or 8
 	// times MetalLBSettle), so that
@@ -347,7 +358,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	orphans := 0
 	for _, a := range allocs {
 		owner := a.GetOwner()
-		c.held.Store(owner, struct{}{})
+		c.held.Store(owner, c.holdFor(nil, strings.TrimPrefix(a.GetPool(), "pools/")))
 		if _, exists, _ := c.services.GetIndexer().GetByKey(owner); !exists {
 			orphans++
 			c.queue.Add(owner)

@@ -17,17 +17,79 @@ import (
 
 // ledger applies desired sets of IPAM resources (see apply) and remembers
 // the hash of what it last wrote per resource, so that unchanged resources
-// are not written again.
+// are not written again, and which resources the IPAM refused: each backs
+// off on its own (see failure), so that one failing object does not hold
+// back the others.
 type ledger struct {
 	logger *slog.Logger
 	what   string // what the resources are, for logs: "MetalLB resource"
+	// minBackoff and maxBackoff bound a failing resource's back-off.
+	minBackoff, maxBackoff time.Duration
 
 	mu      sync.Mutex
 	applied map[string][32]byte // "kind/id" -> hash
+	failed  map[string]*failure // "kind/id" -> its last failure
+}
+
+// failure is a resource the IPAM refused: the same content is not sent
+// again before retry (the back-off doubles per failure); a changed one is
+// sent at once.
+type failure struct {
+	sum   [32]byte
+	err   error
+	delay time.Duration
+	retry time.Time
 }
 
 func newLedger(logger *slog.Logger, what string) *ledger {
-	return &ledger{logger: logger, what: what, applied: map[string][32]byte{}}
+	return &ledger{logger: logger, what: what, applied: map[string][32]byte{}, failed: map[string]*failure{},
+		minBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second}
+}
+
+// backingOff returns the last error of a resource whose content sum failed
+// and whose back-off has not ended.
+func (l *ledger) backingOff(key string, sum [32]byte, now time.Time) (error, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.failed[key]
+	if !ok || f.sum != sum || !now.Before(f.retry) {
+		return nil, false
+	}
+	return f.err, true
+}
+
+// fail records a failure of content sum and returns its back-off.
+func (l *ledger) fail(key string, sum [32]byte, err error, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.failed[key]
+	if !ok || f.sum != sum {
+		f = &failure{sum: sum}
+		l.failed[key] = f
+	}
+	f.err = err
+	f.delay = min(max(2*f.delay, l.minBackoff), l.maxBackoff)
+	f.retry = now.Add(f.delay)
+	return f.delay
+}
+
+func (l *ledger) succeeded(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.failed, key)
+}
+
+// nextRetry returns when the earliest back-off ends; zero if none.
+func (l *ledger) nextRetry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var next time.Time
+	for _, f := range l.failed {
+		if next.IsZero() || f.retry.Before(next) {
+			next = f.retry
+		}
+	}
+	return next
 }
 
 func (l *ledger) same(key string, sum [32]byte) bool {
@@ -94,6 +156,10 @@ func apply[T proto.Message](ctx context.Context, l *ledger, ops kindOps[T], want
 		}
 		sum := sha256.Sum256(b)
 		key := ops.kind + "/" + d.id
+		if ferr, ok := l.backingOff(key, sum, time.Now()); ok {
+			d.out.err = ferr // as it was: tried again when its back-off ends
+			continue
+		}
 		same := l.same(key, sum)
 		cur, exists := have[d.id]
 		if exists && ops.equal != nil {
@@ -107,10 +173,18 @@ func apply[T proto.Message](ctx context.Context, l *ledger, ops kindOps[T], want
 		}
 		if err != nil {
 			d.out.err = err
-			errs = append(errs, fmt.Errorf("%s %s: %w", ops.kind, d.id, err))
 			l.forget(key)
+			if lb.Retryable(err) {
+				// The IPAM is unreachable or busy: the whole import backs
+				// off.
+				errs = append(errs, fmt.Errorf("%s %s: %w", ops.kind, d.id, err))
+				continue
+			}
+			delay := l.fail(key, sum, err, time.Now())
+			l.logger.WarnContext(ctx, l.what+" refused; retrying it alone", "kind", ops.kind, "id", d.id, "error", err, "in", delay.String())
 			continue
 		}
+		l.succeeded(key)
 		if !exists || !same {
 			changed = append(changed, d.id)
 			l.set(key, sum)
@@ -178,9 +252,11 @@ const maxSettle = 2 * time.Second
 // at most once per minResyncGap, until ctx is done. With settle > 0, a
 // trigger is followed by a wait until no trigger came for settle (see
 // maxSettle), so that objects applied together are synced together. After
-// a failure it calls sync again with a back-off (0.5 s doubling to 30 s),
-// triggers waiting meanwhile. what names the synced things in logs.
-func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period, settle time.Duration, trigger <-chan struct{}, sync func(context.Context) error) {
+// a failure (the IPAM unreachable) it calls sync again after a back-off
+// (0.5 s doubling to 30 s) or at the next trigger, whichever comes first;
+// objects the IPAM refused back off on their own, and retryAt says when the
+// first of them is due. what names the synced things in logs.
+func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period, settle time.Duration, trigger <-chan struct{}, retryAt func() time.Time, sync func(context.Context) error) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	delay := time.Duration(0)
@@ -206,14 +282,16 @@ func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period, s
 			delay = 0
 			logger.DebugContext(ctx, what+" synced", "took", time.Since(start).String())
 		}
+		wait := tick.C
 		if delay > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			continue
+			wait = time.After(delay)
+		} else if next := retryAt(); !next.IsZero() {
+			// An object backing off on its own (see ledger.fail) is tried
+			// again when its back-off ends.
+			wait = time.After(max(time.Until(next), 0))
 		}
+		// A change is applied at once, back-off or not: an object whose
+		// previous content failed is sent again only if it changed.
 		select {
 		case <-ctx.Done():
 			return
@@ -221,6 +299,7 @@ func resyncLoop(ctx context.Context, logger *slog.Logger, what string, period, s
 			if !waitQuiet(ctx, trigger, settle) {
 				return
 			}
+		case <-wait:
 		case <-tick.C:
 		}
 		select {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -72,7 +73,7 @@ type metallbSync struct {
 }
 
 func newMetalLBSync(c *Controller) (*metallbSync, error) {
-	return &metallbSync{
+	m := &metallbSync{
 		c:         c,
 		ns:        c.cfg.MetalLBNamespace,
 		factory:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.kube.dynamic, 0, c.cfg.MetalLBNamespace, nil),
@@ -80,7 +81,11 @@ func newMetalLBSync(c *Controller) (*metallbSync, error) {
 		gvrs:      map[string]schema.GroupVersionResource{},
 		trigger:   make(chan struct{}, 1),
 		ledger:    newLedger(c.logger, "MetalLB resource"),
-	}, nil
+	}
+	if c.cfg.MetalLBBackoff > 0 {
+		m.ledger.minBackoff, m.ledger.maxBackoff = c.cfg.MetalLBBackoff, max(c.cfg.MetalLBBackoff, m.ledger.maxBackoff)
+	}
+	return m, nil
 }
 
 // start finds which MetalLB resources the API server serves and starts
@@ -161,7 +166,7 @@ func (m *metallbSync) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.c.cfg.MetalLBSettle, m.trigger, m.sync)
+	resyncLoop(ctx, m.c.logger, "MetalLB resources", m.c.cfg.MetalLBResync, m.c.cfg.MetalLBSettle, m.trigger, m.ledger.nextRetry, m.sync)
 }
 
 // objects returns the cached objects of a kind, by name.
@@ -342,8 +347,14 @@ func (m *metallbSync) poolKind(tenant string) kindOps[*ipamv1.Pool] {
 			_, err := pc.UpdatePool(ctx, &ipamv1.UpdatePoolRequest{Pool: p, UpdateMask: allFields})
 			return err
 		},
+		// A deleted IPAddressPool takes its addresses with it, as in
+		// MetalLB: the IPAM pool is deleted with force (its allocations
+		// released, so that the IPAM agrees with Kubernetes), each Service
+		// that had an address from it is told why with an Event, and gets
+		// an address from another pool if one serves it.
 		delete: func(ctx context.Context, id string) error {
-			_, err := pc.DeletePool(ctx, &ipamv1.DeletePoolRequest{Name: "pools/" + id})
+			m.poolDeleted(ctx, id)
+			_, err := pc.DeletePool(ctx, &ipamv1.DeletePoolRequest{Name: "pools/" + id, Force: true})
 			if lb.ReasonOf(err) == "NOT_FOUND" {
 				return nil
 			}
@@ -539,25 +550,26 @@ func (m *metallbSync) writeStatus(ctx context.Context, o *outcome) error {
 		}
 	}
 	now := metav1.Now().UTC().Format(time.RFC3339)
-	cond := func(typ string, ok bool, reason, msg string) map[string]any {
+	cond := func(typ string, ok bool, why, msg string) map[string]any {
 		st := "False"
 		if ok {
 			st = "True"
 		}
-		c := map[string]any{"type": typ, "status": st, "reason": reason, "message": msg, "observedGeneration": o.obj.GetGeneration(), "lastTransitionTime": now}
+		c := map[string]any{"type": typ, "status": st, "reason": why, "message": msg, "observedGeneration": o.obj.GetGeneration(), "lastTransitionTime": now}
 		if prev, found := oldConds[typ]; found && prev["status"] == st {
 			c["lastTransitionTime"] = prev["lastTransitionTime"]
 		}
 		return c
 	}
+	errReason, errMsg := m.explain(o.err)
 	var conds []any
 	switch {
 	case o.err != nil:
-		conds = append(conds, cond("Synced", false, reasonOf(o.err), o.err.Error()))
+		conds = append(conds, cond("Synced", false, errReason, errMsg))
 	case o.warning != "":
-		conds = append(conds, cond("Synced", true, "PartlySupported", o.warning))
+		conds = append(conds, cond("Synced", true, reason.PartlySupported, o.warning))
 	default:
-		conds = append(conds, cond("Synced", true, "Synced", "in the IPAM as tenant "+m.c.cfg.Tenant+"'s"))
+		conds = append(conds, cond("Synced", true, reason.Synced, "in the IPAM as tenant "+m.c.cfg.Tenant+"'s"))
 	}
 	for _, c := range o.conditions {
 		conds = append(conds, cond(c.GetType(), c.GetStatus(), c.GetReason(), c.GetMessage()))
@@ -568,8 +580,8 @@ func (m *metallbSync) writeStatus(ctx context.Context, o *outcome) error {
 		return nil
 	}
 	if o.err != nil {
-		if prev := oldConds["Synced"]; prev == nil || prev["status"] != "False" || prev["message"] != o.err.Error() {
-			m.c.recorder.Eventf(o.obj, corev1.EventTypeWarning, "ImportFailed", "Not applied to the IPAM: %v", o.err)
+		if prev := oldConds["Synced"]; prev == nil || prev["status"] != "False" || prev["message"] != errMsg {
+			m.c.recorder.Eventf(o.obj, corev1.EventTypeWarning, reason.ImportFailed, "Not applied to the IPAM: %s (%s)", errMsg, errReason)
 		}
 	}
 	body, err := json.Marshal(map[string]any{"status": status})
@@ -594,22 +606,43 @@ func statusEqual(a, b map[string]any) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-// reasonOf returns a CamelCase condition reason for an error: the IPAM's
-// ErrorInfo reason (POOL_OVERLAP → PoolOverlap), else InvalidSpec.
-func reasonOf(err error) string {
+// explain returns the reason and message of an import failure: a spec the
+// adapter cannot convert, or the IPAM's refusal (see lb.Explain).
+func (m *metallbSync) explain(err error) (string, string) {
+	if err == nil {
+		return "", ""
+	}
 	var se *metallb.SpecError
 	if errors.As(err, &se) {
-		return "InvalidSpec"
+		return reason.InvalidSpec, se.Error()
 	}
-	r := lb.ReasonOf(err)
-	var b strings.Builder
-	for _, w := range strings.Split(strings.ToLower(r), "_") {
-		if w != "" {
-			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	return lb.Explain(err, m.c.cfg.Tenant)
+}
+
+// poolDeleted records a PoolDeleted Event on every Service that holds an
+// address of the IPAM pool id, which is about to be deleted with its
+// IPAddressPool.
+func (m *metallbSync) poolDeleted(ctx context.Context, id string) {
+	allocs, err := listAll(ctx, func(ctx context.Context, token string) ([]*ipamv1.Allocation, string, error) {
+		r, err := m.c.ipam.Allocations.ListAllocations(ctx, &ipamv1.ListAllocationsRequest{
+			Parent: "tenants/" + m.c.cfg.Tenant, PageSize: 1000, PageToken: token, Filter: fmt.Sprintf("pool = %q", id),
+		})
+		return r.GetAllocations(), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		m.c.logger.WarnContext(ctx, "cannot list the allocations of a deleted pool", "pool", id, "error", err)
+		return
+	}
+	name := strings.TrimPrefix(id, m.c.cfg.Tenant+"-")
+	for _, a := range allocs {
+		obj, ok, _ := m.c.services.GetIndexer().GetByKey(a.GetOwner())
+		svc, isSvc := obj.(*corev1.Service)
+		if !ok || !isSvc {
+			continue
 		}
+		m.c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.PoolDeleted,
+			"The IPAddressPool %s that %s came from was deleted: the address is no longer this Service's (as with MetalLB); it gets one from another pool if one serves it",
+			name, fmtAddrs(a.GetAddresses()))
+		m.c.logger.InfoContext(ctx, "pool deleted under a Service", "pool", id, "service", a.GetOwner(), "addresses", a.GetAddresses())
 	}
-	if b.Len() == 0 {
-		return "Failed"
-	}
-	return b.String()
 }

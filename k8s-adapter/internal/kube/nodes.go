@@ -98,7 +98,7 @@ func (s *nodeSync) run(ctx context.Context) {
 			return
 		}
 	}
-	resyncLoop(ctx, s.c.logger, "node labels", s.c.cfg.NodeResync, 0, s.trigger, s.sync)
+	resyncLoop(ctx, s.c.logger, "node labels", s.c.cfg.NodeResync, 0, s.trigger, s.ledger.nextRetry, s.sync)
 }
 
 // sync makes the tenant's IPAM Nodes those of the cluster.

@@ -22,19 +22,9 @@ import (
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/lb"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/metallb"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-)
-
-// Event reasons.
-const (
-	ReasonAllocated        = "IPAllocated"
-	ReasonChanged          = "IPChanged"
-	ReasonReleased         = "IPReleased"
-	ReasonAllocationFailed = "AllocationFailed"
-	ReasonReleaseFailed    = "ReleaseFailed"
-	ReasonUpdated          = "AllocationUpdated"
-	ReasonNotKept          = "IPNotKept"
 )
 
 // syncService makes one Service's allocation, status, annotation and
@@ -59,11 +49,25 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 }
 
 // releaseOwner releases the allocation of a Service that no longer exists.
+// Only owners known to hold an allocation are released: a Service let go
+// by stopServing was released already, and releasing it again would end
+// its hold (the IPAM ends a released owner's hold when asked to release it
+// again).
 func (c *Controller) releaseOwner(ctx context.Context, owner string) error {
-	addrs, err := c.lb.Release(ctx, owner)
+	v, ok := c.held.Load(owner)
+	if !ok {
+		c.memos.Delete(owner)
+		return nil
+	}
+	hp, ok := v.(holdPlan)
+	if !ok {
+		hp = c.holdFor(nil, "")
+	}
+	rel, err := c.lb.Release(ctx, owner, hp.hold)
 	if err != nil {
 		return err
 	}
+	addrs := rel.Addresses
 	c.held.Delete(owner)
 	c.memos.Delete(owner)
 	if len(addrs) > 0 {
@@ -86,11 +90,14 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 	}
 	_, annotated := svc.Annotations[request.PoolAnnotation]
 	finalized := slices.Contains(svc.Finalizers, Finalizer)
-	addrs, err := c.lb.Release(ctx, key)
+	hp := c.holdFor(svc.Annotations, svc.Annotations[request.PoolAnnotation])
+	rel, err := c.lb.Release(ctx, key, hp.hold)
 	if err != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonReleaseFailed, "Releasing %s failed: %v", key, err)
+		_, why := lb.Explain(err, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.ReleaseFailed, "Releasing the Service's address failed: %s", why)
 		return err
 	}
+	addrs := rel.Addresses
 	c.held.Delete(key)
 	c.memos.Delete(key)
 	why := "it is no longer a LoadBalancer Service of class " + c.cfg.Filter.Class
@@ -98,8 +105,13 @@ func (c *Controller) stopServing(ctx context.Context, svc *corev1.Service) error
 		why = "the Service is being deleted"
 	}
 	if len(addrs) > 0 {
-		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonReleased, "Released %s: %s", strings.Join(addrs, ", "), why)
-		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why)
+		kept := "free at once (" + hp.why + ")"
+		if !rel.HoldEnds.IsZero() {
+			kept = fmt.Sprintf("kept for this Service until %s (a release hold: %s; end it now with `beaconctl alloc release %s --tenant %s`)",
+				rel.HoldEnds.UTC().Format(time.RFC3339), hp.why, key, c.cfg.Tenant)
+		}
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPReleased, "Released %s: %s; %s", strings.Join(addrs, ", "), why, kept)
+		c.logger.InfoContext(ctx, "released", "service", key, "addresses", addrs, "why", why, "hold_ends", rel.HoldEnds)
 	}
 	rv := svc.ResourceVersion
 	if svc.DeletionTimestamp == nil && annotated && len(svc.Status.LoadBalancer.Ingress) > 0 && ingressWithin(svc, addrs) {
@@ -156,6 +168,12 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 	for _, w := range warns {
 		c.recorder.Event(svc, corev1.EventTypeWarning, w.Reason, w.Message)
 	}
+	if _, herr := request.ReleaseHold(svc.Annotations); herr != nil {
+		var he *request.Error
+		if errors.As(herr, &he) {
+			c.recorder.Event(svc, corev1.EventTypeWarning, he.Reason, he.Message+"; the default hold applies")
+		}
+	}
 	var rerr *request.Error
 	if errors.As(err, &rerr) {
 		// Nothing to retry until the Service changes; keep what it holds.
@@ -211,19 +229,21 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 		res, err = c.lb.Ensure(ctx, want)
 	}
 	if le := res.NotAdopted; le != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), le.Message, le.Reason)
+		r, why := lb.Explain(le, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.IPNotKept, "Not keeping %s from the Service's status: %s (%s)", fmtAddrs(prev), why, r)
 		c.logger.InfoContext(ctx, "status addresses not kept", "service", key, "addresses", prev, "reason", le.Reason, "error", le.Message)
 	}
 	if res.Adopted {
 		pool := strings.TrimPrefix(res.Allocation.GetPool(), "pools/")
-		c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
+		c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPAllocated, "Kept IP %s from the Service's status (pool %s)", fmtAddrs(res.Allocation.GetAddresses()), pool)
 		c.logger.InfoContext(ctx, "status addresses kept", "service", key, "addresses", res.Allocation.GetAddresses(), "pool", pool)
 	}
 	if len(res.Replaced) > 0 {
 		c.held.Delete(key)
 	}
 	if err != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAllocationFailed, "Failed to allocate an address: %v", err)
+		r, why := lb.Explain(err, c.cfg.Tenant)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, reason.AllocationFailed, "Failed to allocate an address: %s (%s)", why, r)
 		var le *lb.Error
 		refused := errors.As(err, &le) && !le.Retryable()
 		// The addresses in the status are no longer the Service's when they
@@ -244,8 +264,36 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service, key string
 		c.memos.Delete(key)
 		return res, err
 	}
-	c.held.Store(key, struct{}{})
+	c.held.Store(key, c.holdFor(svc.Annotations, strings.TrimPrefix(res.Allocation.GetPool(), "pools/")))
 	return res, nil
+}
+
+// holdPlan is how a Service's addresses are released: kept for it for hold
+// (nil: the adapter's --release-hold, else the IPAM's default; 0: free at
+// once), and why, for its Event.
+type holdPlan struct {
+	hold *time.Duration
+	why  string
+}
+
+// holdFor returns how the addresses of a Service with these annotations,
+// allocated from pool (an IPAM pool ID, "" if unknown), are released: as
+// its beacon.io/release-hold annotation says; else, for a Service managed
+// through MetalLB (its annotations, or a pool imported from an
+// IPAddressPool), --metallb-release-hold (0 by default: free at once, as
+// MetalLB frees them); else the adapter's --release-hold.
+func (c *Controller) holdFor(annotations map[string]string, pool string) holdPlan {
+	if h, err := request.ReleaseHold(annotations); err == nil && h != nil {
+		return holdPlan{h, "as its " + request.ReleaseHoldAnnotation + " annotation asks"}
+	}
+	if request.UsesMetalLB(annotations) || (pool != "" && c.metallbPoolName(pool) != pool) {
+		h := c.cfg.MetalLBReleaseHold
+		if h == 0 {
+			return holdPlan{&h, "managed through MetalLB, whose addresses are free when their Service is deleted; opt in to holds with the " + request.ReleaseHoldAnnotation + " annotation"}
+		}
+		return holdPlan{&h, "managed through MetalLB, held as --metallb-release-hold says"}
+	}
+	return holdPlan{c.cfg.ReleaseHold, "the adapter's release hold"}
 }
 
 // metallbPoolName returns the name of the MetalLB IPAddressPool the IPAM
@@ -293,16 +341,16 @@ func (c *Controller) publish(ctx context.Context, svc *corev1.Service, key strin
 		stale, rv = append(stale, rv), next
 		switch {
 		case len(prev) == 0:
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPAllocated, "Assigned IP %s from pool %s", fmtAddrs(addrs), pool)
 		case !slices.Equal(prev, addrs):
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonChanged, "Changed IP from %s to %s (pool %s)", fmtAddrs(prev), fmtAddrs(addrs), pool)
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.IPChanged, "Changed IP from %s to %s (pool %s)", fmtAddrs(prev), fmtAddrs(addrs), pool)
 		}
 		c.logger.InfoContext(ctx, "status written", "service", key, "addresses", addrs, "pool", pool, "previous", prev)
 	}
 	if len(res.Updated) > 0 {
 		fields := slices.DeleteFunc(slices.Clone(res.Updated), func(f string) bool { return f == "endpoint_nodes" })
 		if len(fields) > 0 {
-			c.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonUpdated, "Updated the allocation's %s", strings.Join(fields, ", "))
+			c.recorder.Eventf(svc, corev1.EventTypeNormal, reason.AllocationUpdated, "Updated the allocation's %s", strings.Join(fields, ", "))
 		}
 		c.logger.DebugContext(ctx, "allocation updated", "service", key, "fields", res.Updated, "endpoint_nodes", want.GetEndpointNodes())
 	}

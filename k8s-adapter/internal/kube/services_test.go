@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
@@ -52,7 +53,7 @@ func TestCreateGetsAddress(t *testing.T) {
 	if !slices.Contains(s.Finalizers, kube.Finalizer) {
 		t.Errorf("finalizers = %v, want %s", s.Finalizers, kube.Finalizer)
 	}
-	if msg := e.waitEvent("web", kube.ReasonAllocated); !strings.Contains(msg, ips[0]) || !strings.Contains(msg, pool) {
+	if msg := e.waitEvent("web", reason.IPAllocated); !strings.Contains(msg, ips[0]) || !strings.Contains(msg, pool) {
 		t.Errorf("event message %q does not name the address and pool", msg)
 	}
 	a := e.allocation(e.ns + "/web")
@@ -79,7 +80,7 @@ func TestCreateGetsAddress(t *testing.T) {
 		a := e.allocation(e.ns + "/web")
 		return a.GetOwnerLabels()["tier"] == "front" && len(a.GetPorts()) == 2, fmt.Sprint(a)
 	})
-	e.waitEvent("web", kube.ReasonUpdated)
+	e.waitEvent("web", reason.AllocationUpdated)
 	s, _ = e.get("web")
 	if diff := cmp.Diff(ips, ingress(s)); diff != "" {
 		t.Fatalf("address moved on re-reconcile (-want +got):\n%s", diff)
@@ -125,7 +126,7 @@ func TestDualStack(t *testing.T) {
 		{"require-dual-v4-pool", func(s *corev1.Service) {
 			policy(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)(s)
 			s.Annotations = map[string]string{"beacon.io/address-pool": e.tenant + "-v4only"}
-		}, nil, "NOT_ALLOWED"},
+		}, nil, "NotAllowed"},
 	}
 	for _, tt := range tests {
 		e.create(e.svc(tt.name, tt.mod))
@@ -133,7 +134,7 @@ func TestDualStack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.fails != "" {
-				msg := e.waitEvent(tt.name, kube.ReasonAllocationFailed)
+				msg := e.waitEvent(tt.name, reason.AllocationFailed)
 				if !strings.Contains(msg, tt.fails) {
 					t.Errorf("failure event %q does not carry %s", msg, tt.fails)
 				}
@@ -184,15 +185,15 @@ func TestRequestedAddress(t *testing.T) {
 	e.create(e.svc("taken", func(s *corev1.Service) {
 		s.Annotations = map[string]string{"beacon.io/loadBalancerIPs": addr(5)}
 	}))
-	if msg := e.waitEvent("taken", kube.ReasonAllocationFailed); !strings.Contains(msg, "ADDRESS_IN_USE") {
-		t.Errorf("failure event %q does not carry ADDRESS_IN_USE", msg)
+	if msg := e.waitEvent("taken", reason.AllocationFailed); !strings.Contains(msg, "AddressInUse") || strings.Contains(msg, "rpc error") {
+		t.Errorf("failure event %q does not carry AddressInUse", msg)
 	}
 	// Outside every pool.
 	e.create(e.svc("outside", func(s *corev1.Service) {
 		s.Annotations = map[string]string{"beacon.io/loadBalancerIPs": "198.19.255.1"}
 	}))
-	if msg := e.waitEvent("outside", kube.ReasonAllocationFailed); !strings.Contains(msg, "ADDRESS_NOT_IN_POOL") {
-		t.Errorf("failure event %q does not carry ADDRESS_NOT_IN_POOL", msg)
+	if msg := e.waitEvent("outside", reason.AllocationFailed); !strings.Contains(msg, "AddressNotInPool") {
+		t.Errorf("failure event %q does not carry AddressNotInPool", msg)
 	}
 	// Invalid: an event, no allocation.
 	e.create(e.svc("invalid", func(s *corev1.Service) {
@@ -206,7 +207,7 @@ func TestRequestedAddress(t *testing.T) {
 		s, _ := e.get("by-annotation")
 		return slices.Equal(ingress(s), []string{addr(9)}), fmt.Sprint(ingress(s))
 	})
-	if msg := e.waitEvent("by-annotation", kube.ReasonChanged); !strings.Contains(msg, addr(5)) || !strings.Contains(msg, addr(9)) {
+	if msg := e.waitEvent("by-annotation", reason.IPChanged); !strings.Contains(msg, addr(5)) || !strings.Contains(msg, addr(9)) {
 		t.Errorf("change event %q", msg)
 	}
 	// ... which frees the old one for "taken", which retries by itself.
@@ -234,7 +235,7 @@ func TestRequestedPool(t *testing.T) {
 	if ip := e.waitIPs("named", 1)[0]; !inPrefix(t, ip, e.v4(1)) {
 		t.Errorf("named got %s, want from %s", ip, e.v4(1))
 	}
-	e.waitEvent("missing", kube.ReasonAllocationFailed)
+	e.waitEvent("missing", reason.AllocationFailed)
 
 	// Moving a Service to another pool re-allocates it there.
 	e.update("default", func(s *corev1.Service) {
@@ -274,8 +275,8 @@ func TestSharing(t *testing.T) {
 		shared("dns", 53, corev1.ProtocolUDP)(s)
 		s.Annotations["metallb.io/loadBalancerIPs"] = a[0]
 	}))
-	if msg := e.waitEvent("clash", kube.ReasonAllocationFailed); !strings.Contains(msg, "ADDRESS_IN_USE") {
-		t.Errorf("failure event %q does not carry ADDRESS_IN_USE", msg)
+	if msg := e.waitEvent("clash", reason.AllocationFailed); !strings.Contains(msg, "AddressInUse") {
+		t.Errorf("failure event %q does not carry AddressInUse", msg)
 	}
 	// Changing the sharing key re-allocates away from the shared address.
 	e.update("dns-udp", func(s *corev1.Service) { s.Annotations["metallb.io/allow-shared-ip"] = "other" })
@@ -329,7 +330,7 @@ func TestClassFiltering(t *testing.T) {
 	if e.allocation(e.ns+"/ours") != nil {
 		t.Errorf("ours still holds an allocation: %v", e.allocation(e.ns+"/ours"))
 	}
-	if msg := e.waitEvent("ours", kube.ReasonReleased); !strings.Contains(msg, ours[0]) {
+	if msg := e.waitEvent("ours", reason.IPReleased); !strings.Contains(msg, ours[0]) {
 		t.Errorf("release event %q does not name %s", msg, ours[0])
 	}
 }
@@ -468,5 +469,5 @@ func TestIPAMChangesReachService(t *testing.T) {
 		}
 		return len(ingress(s)) == 0, fmt.Sprint(ingress(s))
 	})
-	e.waitEvent("web", kube.ReasonAllocationFailed)
+	e.waitEvent("web", reason.AllocationFailed)
 }

@@ -149,11 +149,35 @@ func (c *Client) Adopt(ctx context.Context, want *ipamv1.Allocation, addrs []str
 	return res, err
 }
 
-// Release frees the owner's allocation (keeping it for the owner for the
-// configured hold) and returns its addresses; an owner with no allocation
-// gives nil and no error.
-func (c *Client) Release(ctx context.Context, owner string) ([]string, error) {
-	return c.release(ctx, owner, c.hold)
+// Released is what a release gave back.
+type Released struct {
+	// Addresses released; nil if the owner held none.
+	Addresses []string
+	// HoldEnds is when the hold keeping them for the owner ends; zero if
+	// they are free now.
+	HoldEnds time.Time
+}
+
+// Release frees the owner's allocation, keeping it for the owner for hold
+// (nil: the Client's configured hold, else the IPAM's default; 0: free at
+// once). An owner with no allocation gives nothing and no error.
+func (c *Client) Release(ctx context.Context, owner string, hold *time.Duration) (Released, error) {
+	h := c.hold
+	if hold != nil {
+		h = durationpb.New(*hold)
+	}
+	resp, err := c.alloc.Release(ctx, &ipamv1.ReleaseRequest{Parent: c.parent, Owner: owner, Hold: h})
+	if ReasonOf(err) == ReasonNotFound || status.Code(err) == codes.NotFound {
+		return Released{}, nil
+	}
+	if err != nil {
+		return Released{}, wrap("release", err)
+	}
+	r := Released{Addresses: resp.GetAddresses()}
+	if t := resp.GetHoldExpireTime(); t != nil {
+		r.HoldEnds = t.AsTime()
+	}
+	return r, nil
 }
 
 func (c *Client) release(ctx context.Context, owner string, hold *durationpb.Duration) ([]string, error) {
@@ -235,7 +259,10 @@ type Error struct {
 	Code    codes.Code
 	Reason  string // ErrorInfo reason, e.g. POOL_EXHAUSTED; else the code's name
 	Message string
-	cause   error
+	// Metadata is the ErrorInfo's: for an address kept for a released
+	// owner, held_for and hold_expire_time.
+	Metadata map[string]string
+	cause    error
 }
 
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
@@ -253,15 +280,42 @@ func (e *Error) Retryable() bool {
 	return false
 }
 
+// Retryable reports whether err is a failure of the IPAM that another try
+// may overcome without anything changing (unreachable, busy), rather than
+// a refusal.
+func Retryable(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = asError(err)
+	}
+	return e.Retryable()
+}
+
 // wrap turns a gRPC error into an *Error, naming the step.
 func wrap(step string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return fmt.Errorf("%s: %w", step, err)
 	}
+	return fmt.Errorf("%s: %w", step, asError(err))
+}
+
+// asError turns a gRPC error into an *Error.
+func asError(err error) *Error {
+	// status.FromError of a wrapped status puts the wrapping text into the
+	// message; the status itself is wanted.
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) {
+		err = gs.(error)
+	}
 	st, _ := status.FromError(err)
-	e = &Error{Code: st.Code(), Reason: reasonOfStatus(st), Message: st.Message(), cause: err}
-	return fmt.Errorf("%s: %w", step, e)
+	e := &Error{Code: st.Code(), Reason: reasonOfStatus(st), Message: st.Message(), cause: err}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			e.Metadata = info.GetMetadata()
+		}
+	}
+	return e
 }
 
 // ReasonOf returns the ErrorInfo reason of an IPAM error ("POOL_EXHAUSTED"),

@@ -14,7 +14,9 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -144,14 +146,14 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 				continue
 			}
 			if p == PrefixDeprecated {
-				warns = append(warns, Warning{Reason: "DeprecatedAnnotation", Message: fmt.Sprintf("annotation %s%s is deprecated; use %s%s or %s%s", p, key, PrefixMetalLB, key, PrefixBeacon, key)})
+				warns = append(warns, Warning{Reason: reason.DeprecatedAnnotation, Message: fmt.Sprintf("annotation %s%s is deprecated; use %s%s or %s%s", p, key, PrefixMetalLB, key, PrefixBeacon, key)})
 			}
 			if !found {
 				val, from, found = v, p, true
 				continue
 			}
 			if v != val {
-				warns = append(warns, Warning{Reason: "ConflictingAnnotations", Message: fmt.Sprintf("annotations %s%s=%q and %s%s=%q disagree; using %s%s", from, key, val, p, key, v, from, key)})
+				warns = append(warns, Warning{Reason: reason.ConflictingAnnotations, Message: fmt.Sprintf("annotations %s%s=%q and %s%s=%q disagree; using %s%s", from, key, val, p, key, v, from, key)})
 			}
 		}
 		if found && from != PrefixBeacon && key == AddressPool && o.MetalLBPool != nil && strings.TrimSpace(val) != "" {
@@ -174,7 +176,7 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 		case "IPv6":
 			a.IpFamilies = append(a.IpFamilies, ipamv1.IPFamily_IP_FAMILY_IPV6)
 		default:
-			return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("spec.ipFamilies: unknown family %q", f)}
+			return nil, warns, &Error{Reason: reason.InvalidService, Message: fmt.Sprintf("spec.ipFamilies: unknown family %q", f)}
 		}
 	}
 	switch s.IPFamilyPolicy {
@@ -188,12 +190,12 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 	case "RequireDualStack":
 		a.IpFamilyPolicy = ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK
 	default:
-		return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("spec.ipFamilyPolicy: unknown policy %q", s.IPFamilyPolicy)}
+		return nil, warns, &Error{Reason: reason.InvalidService, Message: fmt.Sprintf("spec.ipFamilyPolicy: unknown policy %q", s.IPFamilyPolicy)}
 	}
 
 	ips, hasIPs := lookup(LoadBalancerIPs)
 	if s.LoadBalancerIP != "" && hasIPs {
-		return nil, warns, &Error{Reason: "InvalidAnnotation", Message: "spec.loadBalancerIP and the loadBalancerIPs annotation cannot both be set"}
+		return nil, warns, &Error{Reason: reason.InvalidAnnotation, Message: "spec.loadBalancerIP and the loadBalancerIPs annotation cannot both be set"}
 	}
 	if s.LoadBalancerIP != "" {
 		ips = s.LoadBalancerIP
@@ -213,7 +215,7 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 	if pool, ok := lookup(AddressPool); ok {
 		pool = strings.TrimSpace(pool)
 		if pool == "" {
-			return nil, warns, &Error{Reason: "InvalidAnnotation", Message: "the address-pool annotation is empty"}
+			return nil, warns, &Error{Reason: reason.InvalidAnnotation, Message: "the address-pool annotation is empty"}
 		}
 		a.RequestedPool = "pools/" + pool
 	}
@@ -232,7 +234,7 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 		seen[p] = true
 		proto, ok := protocols[p.Protocol]
 		if !ok {
-			return nil, warns, &Error{Reason: "InvalidService", Message: fmt.Sprintf("port %d: unknown protocol %q", p.Port, p.Protocol)}
+			return nil, warns, &Error{Reason: reason.InvalidService, Message: fmt.Sprintf("port %d: unknown protocol %q", p.Port, p.Protocol)}
 		}
 		a.Ports = append(a.Ports, &ipamv1.Port{Port: p.Port, Protocol: proto})
 	}
@@ -265,11 +267,11 @@ func parseAddrs(s string) ([]netip.Addr, error) {
 		}
 		addr, err := netip.ParseAddr(f)
 		if err != nil || addr.Zone() != "" {
-			return nil, &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested address %q is not an IP address", f)}
+			return nil, &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("requested address %q is not an IP address", f)}
 		}
 		addr = addr.Unmap()
 		if slices.ContainsFunc(out, func(o netip.Addr) bool { return o.Is4() == addr.Is4() }) {
-			return nil, &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested addresses %q: at most one address per family", s)}
+			return nil, &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("requested addresses %q: at most one address per family", s)}
 		}
 		out = append(out, addr)
 	}
@@ -289,14 +291,14 @@ func checkFamilies(addrs []netip.Addr, a *ipamv1.Allocation) error {
 			f = ipamv1.IPFamily_IP_FAMILY_IPV4
 		}
 		if len(fams) > 0 && !fams[f] {
-			return &Error{Reason: "InvalidAnnotation", Message: fmt.Sprintf("requested address %s is not of the Service's ipFamilies %v", addr, familyNames(a.IpFamilies))}
+			return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("requested address %s is not of the Service's ipFamilies %v", addr, familyNames(a.IpFamilies))}
 		}
 	}
 	if a.IpFamilyPolicy == ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK && len(addrs) != 2 {
-		return &Error{Reason: "InvalidAnnotation", Message: "ipFamilyPolicy RequireDualStack with requested addresses needs one IPv4 and one IPv6 address"}
+		return &Error{Reason: reason.InvalidAnnotation, Message: "ipFamilyPolicy RequireDualStack with requested addresses needs one IPv4 and one IPv6 address"}
 	}
 	if a.IpFamilyPolicy == ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_SINGLE_STACK && len(addrs) > 1 {
-		return &Error{Reason: "InvalidAnnotation", Message: "ipFamilyPolicy SingleStack takes one requested address"}
+		return &Error{Reason: reason.InvalidAnnotation, Message: "ipFamilyPolicy SingleStack takes one requested address"}
 	}
 	return nil
 }
@@ -314,4 +316,38 @@ func cloneLabels(m map[string]string) map[string]string {
 		return nil
 	}
 	return maps.Clone(m)
+}
+
+// ReleaseHoldAnnotation sets how long a Service's addresses are kept for it
+// after it is deleted (a Go duration, "10m"; "0s": free at once). It is the
+// way to opt in to holds for a Service managed through MetalLB, whose
+// addresses are otherwise free at once as in MetalLB.
+const ReleaseHoldAnnotation = PrefixBeacon + "release-hold"
+
+// ReleaseHold returns the Service's release-hold annotation: nil if unset.
+func ReleaseHold(annotations map[string]string) (*time.Duration, error) {
+	v, ok := annotations[ReleaseHoldAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 {
+		return nil, &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s=%q is not a duration such as 10m or 0s", ReleaseHoldAnnotation, v)}
+	}
+	return &d, nil
+}
+
+// UsesMetalLB reports whether a Service is managed through MetalLB's
+// annotations (metallb.io/ or metallb.universe.tf/, other than the pool
+// annotation the adapter writes itself).
+func UsesMetalLB(annotations map[string]string) bool {
+	for k := range annotations {
+		if k == MetalLBPoolAnnotation {
+			continue
+		}
+		if strings.HasPrefix(k, PrefixMetalLB) || strings.HasPrefix(k, PrefixDeprecated) {
+			return true
+		}
+	}
+	return false
 }

@@ -214,6 +214,10 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
+		// Admission as in a real cluster, for the adapter's
+		// ValidatingAdmissionPolicy and webhook (on by default; named so
+		// that a test relying on them does not depend on the default).
+		"--enable-admission-plugins=ValidatingAdmissionPolicy,ValidatingAdmissionWebhook",
 		"--service-cluster-ip-range=" + ServiceCIDRs,
 		"--endpoint-reconciler-type=none",
 		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",

@@ -306,8 +306,11 @@ type Allocation struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Output only. Which nodes announce the addresses, and how.
 	Announcements []*AllocationAnnouncement `protobuf:"bytes,23,rep,name=announcements,proto3" json:"announcements,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output only. Set on the allocations ListAllocations returns with held
+	// set: when the hold keeping the released owner's addresses ends.
+	HoldExpireTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=hold_expire_time,json=holdExpireTime,proto3" json:"hold_expire_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -497,6 +500,13 @@ func (x *Allocation) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Allocation) GetAnnouncements() []*AllocationAnnouncement {
 	if x != nil {
 		return x.Announcements
+	}
+	return nil
+}
+
+func (x *Allocation) GetHoldExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HoldExpireTime
 	}
 	return nil
 }
@@ -1114,7 +1124,11 @@ type ListAllocationsRequest struct {
 	// Conjunction of terms joined by AND, each `FIELD = "VALUE"` with FIELD one
 	// of pool, owner, namespace, address, sharing_key or labels.KEY, or
 	// `labels.KEY:*`.
-	Filter        string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	// List the holds instead: the released owners whose addresses are kept
+	// for them (each as its last allocation, with hold_expire_time). Release
+	// such an owner to end its hold now.
+	Held          bool `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1175,6 +1189,13 @@ func (x *ListAllocationsRequest) GetFilter() string {
 		return x.Filter
 	}
 	return ""
+}
+
+func (x *ListAllocationsRequest) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // ListAllocationsResponse is the response of ListAllocations.
@@ -1522,7 +1543,8 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\t\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\n" +
+	"\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -1553,7 +1575,8 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12L\n" +
-	"\rannouncements\x18\x17 \x03(\v2&.beacon.ipam.v1.AllocationAnnouncementR\rannouncements\x1a>\n" +
+	"\rannouncements\x18\x17 \x03(\v2&.beacon.ipam.v1.AllocationAnnouncementR\rannouncements\x12D\n" +
+	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x1a>\n" +
 	"\x10OwnerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
@@ -1610,13 +1633,14 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\x15GetAllocationResponse\x12:\n" +
 	"\n" +
 	"allocation\x18\x01 \x01(\v2\x1a.beacon.ipam.v1.AllocationR\n" +
-	"allocation\"\x84\x01\n" +
+	"allocation\"\x98\x01\n" +
 	"\x16ListAllocationsRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
-	"\x06filter\x18\x04 \x01(\tR\x06filter\"\x7f\n" +
+	"\x06filter\x18\x04 \x01(\tR\x06filter\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\bR\x04held\"\x7f\n" +
 	"\x17ListAllocationsResponse\x12<\n" +
 	"\vallocations\x18\x01 \x03(\v2\x1a.beacon.ipam.v1.AllocationR\vallocations\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"m\n" +
@@ -1725,41 +1749,42 @@ var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
 	26, // 8: beacon.ipam.v1.Allocation.create_time:type_name -> google.protobuf.Timestamp
 	26, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
 	5,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
-	27, // 11: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
-	4,  // 12: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	28, // 13: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 14: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	2,  // 15: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
-	4,  // 16: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 17: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	25, // 18: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
-	26, // 19: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 20: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 21: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
-	25, // 22: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 23: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	21, // 24: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
-	3,  // 25: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
-	4,  // 26: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
-	9,  // 27: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
-	11, // 28: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
-	13, // 29: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
-	15, // 30: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
-	17, // 31: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
-	6,  // 32: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
-	19, // 33: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
-	10, // 34: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
-	12, // 35: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
-	14, // 36: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
-	16, // 37: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
-	18, // 38: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
-	7,  // 39: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
-	20, // 40: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 11: beacon.ipam.v1.Allocation.hold_expire_time:type_name -> google.protobuf.Timestamp
+	27, // 12: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	4,  // 13: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	28, // 14: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,  // 15: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	2,  // 16: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
+	4,  // 17: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 18: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	25, // 19: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
+	26, // 20: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 21: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 22: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
+	25, // 23: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 24: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	21, // 25: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
+	3,  // 26: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
+	4,  // 27: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
+	9,  // 28: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
+	11, // 29: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
+	13, // 30: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
+	15, // 31: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
+	17, // 32: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
+	6,  // 33: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
+	19, // 34: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
+	10, // 35: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
+	12, // 36: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
+	14, // 37: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
+	16, // 38: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
+	18, // 39: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
+	7,  // 40: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
+	20, // 41: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_allocation_proto_init() }

@@ -400,6 +400,12 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 				if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
 					return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
 				}
+				// A released owner's hold: releasing it again ends the
+				// hold now (an operator freeing a deleted Service's
+				// address), whatever hold was asked for.
+				if addrs, held, err := a.endHoldOf(ctx, tenant, id, meta); held || err != nil {
+					return Result{Addrs: addrs}, err
+				}
 				return Result{}, notFound(tenant, id)
 			}
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -178,14 +179,14 @@ func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int
 				if err != nil {
 					return PoolResult{}, err
 				}
-				var lost []string
+				var lost []*ipam.Claim
 				for _, ev := range claims {
-					if addr := ev.Value.(*ipam.Claim).Addr; !space.Contains(addr) {
-						lost = append(lost, addr.String())
+					if c := ev.Value.(*ipam.Claim); !space.Contains(c.Addr) {
+						lost = append(lost, c)
 					}
 				}
 				if len(lost) > 0 {
-					return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "the change would remove %d allocated address(es) from the pool, e.g. %s; release them first", len(lost), strings.Join(lost[:min(len(lost), 5)], ", "))
+					return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "the change would remove %d address(es) in use from the pool: %s; release them (or their holds) first", len(lost), a.describeClaims(lost, maxDescribed))
 				}
 				ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: rev})
 			}
@@ -258,7 +259,11 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 		}
 		if len(claims) > 0 {
 			if !force {
-				return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "pool %q holds %d address(es); release them or delete with force", name, len(claims))
+				used := make([]*ipam.Claim, 0, len(claims))
+				for _, ev := range claims {
+					used = append(used, ev.Value.(*ipam.Claim))
+				}
+				return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "pool %q has %d address(es) in use: %s; release them (or their holds) or delete with force", name, len(claims), a.describeClaims(used, maxDescribed))
 			}
 			n, err := a.drain(ctx, cur, claims, meta)
 			released += n
@@ -314,7 +319,7 @@ func (a *Allocator) drain(ctx context.Context, cur PoolResult, claims []ipam.Eve
 			}
 		}
 		if c.HeldFor != "" {
-			if err := a.endHold(ctx, c.Tenant, c.HeldFor); err != nil {
+			if err := a.endHold(ctx, c.Tenant, c.HeldFor, Meta{Actor: "system"}); err != nil {
 				return released, err
 			}
 		}
@@ -323,7 +328,7 @@ func (a *Allocator) drain(ctx context.Context, cur PoolResult, claims []ipam.Eve
 }
 
 // endHold frees the addresses kept for a released owner now.
-func (a *Allocator) endHold(ctx context.Context, tenant, id string) error {
+func (a *Allocator) endHold(ctx context.Context, tenant, id string, meta Meta) error {
 	ref := index.RefOf(ipam.KindHold, tenant, id)
 	if _, err := a.readThrough(ctx, ref); err != nil {
 		return err
@@ -332,7 +337,7 @@ func (a *Allocator) endHold(ctx context.Context, tenant, id string) error {
 	if plan == nil {
 		return nil
 	}
-	a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, Meta{Actor: "system"}, a.opts.Now(), replay{})
+	a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{})
 	_, err := a.commit(ctx, plan)
 	if errors.Is(err, ipam.ErrConflict) {
 		return nil // the caller reads the pool's claims again
@@ -340,5 +345,57 @@ func (a *Allocator) endHold(ctx context.Context, tenant, id string) error {
 	return err
 }
 
+// maxDescribed is how many addresses a refused pool change lists.
+const maxDescribed = 10
+
 // farFuture makes any hold due, for ending holds early.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// endHoldOf ends the hold kept for the released allocation tenant/id, if
+// there is one, and returns its addresses; held reports whether there was.
+func (a *Allocator) endHoldOf(ctx context.Context, tenant, id string, meta Meta) (addrs []netip.Addr, held bool, err error) {
+	ref := index.RefOf(ipam.KindHold, tenant, id)
+	for range a.opts.MaxAttempts {
+		found, err := a.readThrough(ctx, ref)
+		if err != nil || !found {
+			return nil, false, err
+		}
+		h, ok := a.idx.Hold(tenant, id)
+		if !ok {
+			return nil, false, nil
+		}
+		plan := a.idx.PlanExpire(ref, farFuture)
+		if plan == nil {
+			return nil, false, nil
+		}
+		// A retry with the request's ID answers the addresses again.
+		a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{Name: nameOf(plan.Before), Addrs: slices.Clone(h.Allocation.Addrs)})
+		_, err = a.commit(ctx, plan)
+		if errors.Is(err, ipam.ErrConflict) {
+			if r, ok, rerr := a.racedRetry(ctx, tenant, meta); ok || rerr != nil {
+				return r.Addrs, ok, rerr
+			}
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return slices.Clone(h.Allocation.Addrs), true, nil
+	}
+	return nil, false, ipam.Refuse(ipam.ErrTooMuchContention, "hold kept changing concurrently; retry")
+}
+
+// describeClaims lists the addresses of claims with who uses each
+// (allocated to an owner, or held for a released one until when), at most
+// limit of them.
+func (a *Allocator) describeClaims(claims []*ipam.Claim, limit int) string {
+	parts := make([]string, 0, min(len(claims), limit))
+	for _, c := range claims[:min(len(claims), limit)] {
+		parts = append(parts, c.Addr.String()+" ("+a.idx.DescribeClaim(c)+")")
+	}
+	s := strings.Join(parts, ", ")
+	if len(claims) > limit {
+		s += fmt.Sprintf(" and %d more", len(claims)-limit)
+	}
+	return s
+}

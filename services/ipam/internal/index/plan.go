@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -352,7 +353,7 @@ func (b *builder) requested(a *ipam.Allocation) error {
 	for _, addr := range a.RequestedAddrs {
 		if c, ok := b.x.claims[addr]; ok {
 			if !ipam.CanShare(c.c, a) {
-				return ipam.Refuse(ipam.ErrAddressInUse, "address %s is in use", addr)
+				return b.x.inUse(addr, c.c, a.Tenant)
 			}
 			b.share(a, addr, c.c)
 			continue
@@ -590,4 +591,57 @@ func (x *Index) unreserveLocked(p *Plan) {
 		close(p.done)
 		p.done = nil
 	}
+}
+
+// inUse is the refusal of an address that claim c keeps from a request of
+// tenant: held by another owner, or kept for a released one (a hold),
+// naming that owner and when its hold ends if it is the tenant's own.
+func (x *Index) inUse(addr netip.Addr, c *ipam.Claim, tenant string) error {
+	if c.HeldFor == "" || len(c.Holders) > 0 {
+		return ipam.Refuse(ipam.ErrAddressInUse, "address %s is in use", addr)
+	}
+	h, ok := x.holds[c.Tenant+"/"+c.HeldFor]
+	if !ok {
+		return ipam.Refuse(ipam.ErrAddressInUse, "address %s is kept for a released owner (a release hold)", addr)
+	}
+	end := h.h.ExpireTime.UTC().Format(time.RFC3339)
+	if c.Tenant != tenant {
+		return ipam.Refuse(ipam.ErrAddressInUse, "address %s is kept for a released owner of another tenant until %s (a release hold)", addr, end)
+	}
+	return ipam.Refuse(ipam.ErrAddressInUse, "address %s is kept for the released owner %q until %s (a release hold; releasing that owner ends it now)", addr, h.h.Allocation.Owner, end).
+		With(ipam.DetailHeldFor, h.h.Allocation.Owner).With(ipam.DetailHoldExpireTime, end)
+}
+
+// Hold returns the hold kept for the released allocation tenant/id.
+func (x *Index) Hold(tenant, id string) (*ipam.Hold, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	h, ok := x.holds[tenant+"/"+id]
+	if !ok {
+		return nil, false
+	}
+	return h.h, true
+}
+
+// DescribeClaim says who uses a claimed address: "allocated to OWNER"
+// (owners, when shared), or "held for released OWNER until TIME".
+func (x *Index) DescribeClaim(c *ipam.Claim) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(c.Holders) == 0 && c.HeldFor != "" {
+		if h, ok := x.holds[c.Tenant+"/"+c.HeldFor]; ok {
+			return fmt.Sprintf("held for released %s until %s", h.h.Allocation.Owner, h.h.ExpireTime.UTC().Format(time.RFC3339))
+		}
+		return "held for a released owner"
+	}
+	var owners []string
+	for _, hd := range c.Holders {
+		if e, ok := x.allocs[c.Tenant+"/"+hd.Allocation]; ok {
+			owners = append(owners, e.a.Owner)
+		}
+	}
+	if len(owners) == 0 {
+		return "allocated"
+	}
+	return "allocated to " + strings.Join(owners, ", ")
 }

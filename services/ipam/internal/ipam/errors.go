@@ -72,6 +72,26 @@ func (es FieldErrors) Err() error {
 type Refusal struct {
 	Err    error  // a sentinel above
 	Reason string // safe to show clients
+	// Details are facts about the refusal that are safe to show clients,
+	// sent as the ErrorInfo's metadata (see the Detail constants).
+	Details map[string]string
+}
+
+// Detail keys of a Refusal.
+const (
+	// DetailHeldFor is the released owner an address is kept for.
+	DetailHeldFor = "held_for"
+	// DetailHoldExpireTime is when that hold ends (RFC 3339).
+	DetailHoldExpireTime = "hold_expire_time"
+)
+
+// With returns r with the detail key set to value.
+func (r *Refusal) With(key, value string) *Refusal {
+	if r.Details == nil {
+		r.Details = map[string]string{}
+	}
+	r.Details[key] = value
+	return r
 }
 
 // Refuse returns a Refusal of err with a message for the caller.

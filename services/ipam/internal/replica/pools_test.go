@@ -323,7 +323,7 @@ func TestDeletePool(t *testing.T) {
 	mustRelease(t, n, &ipamv1.ReleaseRequest{Parent: "tenants/" + tenant, Owner: "ns/kept", Hold: dur(time.Hour)})
 
 	_, err := n.pools.DeletePool(ctxT(t), &ipamv1.DeletePoolRequest{Name: "pools/del"})
-	wantStatus(t, err, codes.FailedPrecondition, `pool "del" holds 3 address(es)`)
+	wantStatus(t, err, codes.FailedPrecondition, `pool "del" has 3 address(es) in use`)
 	if got := reason(err); got != "POOL_IN_USE" {
 		t.Errorf("reason %q, want POOL_IN_USE", got)
 	}

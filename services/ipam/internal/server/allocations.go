@@ -164,7 +164,12 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		fes.Add("filter", "%s", err.Error())
 	}
 	f = normalizePoolTerms(f)
+	kind := ipam.KindAllocation
 	q := queryHash("ListAllocations", req.GetParent(), req.GetFilter())
+	if req.GetHeld() {
+		kind = ipam.KindHold
+		q = queryHash("ListAllocations", req.GetParent(), req.GetFilter(), "held")
+	}
 	after := a.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, a.fail(ctx, method, err)
@@ -180,18 +185,27 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 	resp := &ipamv1.ListAllocationsResponse{}
 	var rev int64
 	for {
-		page, err := a.s.r.List(ctx, ipam.KindAllocation, prefix, after, max(size, 500), rev)
+		page, err := a.s.r.List(ctx, kind, prefix, after, max(size, 500), rev)
 		if err != nil {
 			return nil, a.fail(ctx, method, err)
 		}
 		rev = page.Revision
 		for i, ev := range page.Items {
 			after = ev.Ref.ID
-			al := ev.Value.(*ipam.Allocation)
-			if !matchAllocation(f, al) {
-				continue
+			if h, ok := ev.Value.(*ipam.Hold); ok {
+				if !matchAllocation(f, &h.Allocation) {
+					continue
+				}
+				out := allocationToProto(&h.Allocation, ev.Rev)
+				out.HoldExpireTime, out.Etag = timestamppb.New(h.ExpireTime), ""
+				resp.Allocations = append(resp.Allocations, out)
+			} else {
+				al := ev.Value.(*ipam.Allocation)
+				if !matchAllocation(f, al) {
+					continue
+				}
+				resp.Allocations = append(resp.Allocations, a.render(al, ev.Rev))
 			}
-			resp.Allocations = append(resp.Allocations, a.render(al, ev.Rev))
 			if len(resp.Allocations) == size {
 				if page.More || i < len(page.Items)-1 {
 					resp.NextPageToken = a.s.pages.encode(after, q)

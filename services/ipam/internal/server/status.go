@@ -76,15 +76,16 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 			continue
 		}
 		msg := m.err.Error()
+		var meta map[string]string
 		var r *ipam.Refusal
 		if errors.As(err, &r) {
-			msg = r.Reason
+			msg, meta = r.Reason, r.Details
 		} else if m.code == codes.Unavailable {
 			logger.WarnContext(ctx, "storage unavailable", "method", method, "error", err)
 			msg = "storage unavailable; retry"
 		}
 		st := status.New(m.code, msg)
-		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.reason, Domain: errorDomain}); derr == nil {
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.reason, Domain: errorDomain, Metadata: meta}); derr == nil {
 			st = d
 		}
 		return st.Err()
