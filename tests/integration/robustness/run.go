@@ -106,10 +106,8 @@ func Load(ctx context.Context, cfg Config, pools []Pool, conns []grpc.ClientConn
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
-	var clients []*Client
 	for i := range cfg.Clients {
 		cl := &Client{ID: i, Pools: pools, Conns: conns, Rec: rec, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i))), NoRequestIDs: cfg.NoRequestIDs}
-		clients = append(clients, cl)
 		wg.Go(func() { cl.Run(loadCtx) })
 	}
 	if faults != nil {
@@ -119,19 +117,6 @@ func Load(ctx context.Context, cfg Config, pools []Pool, conns []grpc.ClientConn
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The faults are over: once nothing can be in flight any more, settle
-	// what stayed unknown.
-	var last int64
-	for _, cl := range clients {
-		last = max(last, cl.LastPending())
-	}
-	if last > 0 {
-		sleep(ctx, time.Until(time.Unix(0, last).Add(GhostWindow)))
-	}
-	for _, cl := range clients {
-		wg.Go(func() { cl.Settle(ctx) })
-	}
-	wg.Wait()
 	// Every owner read once more through each replica: the final state
 	// is part of the history the checker must explain.
 	final := &Client{ID: cfg.Clients, Pools: pools, Rec: rec, Rand: rand.New(rand.NewPCG(cfg.Seed, 1<<33))}

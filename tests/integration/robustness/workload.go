@@ -144,9 +144,8 @@ type Client struct {
 	// NoRequestIDs turns request_ids off (for allocators without them).
 	NoRequestIDs bool
 
-	seq     int
-	done    []replayable // answered requests with a request_id
-	pending []pendingOp  // put off until the faults are over (Settle)
+	seq  int
+	done []replayable // answered requests with a request_id
 }
 
 type replayable struct {
@@ -200,8 +199,7 @@ func (c *Client) Step(ctx context.Context) {
 }
 
 // Do runs one operation: with a request_id, retried until it has a
-// definite answer (or put off until the faults are over: see Settle);
-// without, once.
+// definite answer; without, once.
 func (c *Client) Do(ctx context.Context, in Input) Output {
 	req := c.request(in)
 	call := time.Now().UnixNano()
@@ -212,22 +210,31 @@ func (c *Client) Do(ctx context.Context, in Input) Output {
 		first = time.Duration(1+c.Rand.IntN(20)) * time.Millisecond
 	}
 	out, sent := c.attempt(ctx, in, req, first)
-	if in.RequestID != "" && sent && out.Outcome == Unknown {
-		// Retry for a while; what is still unknown then is settled once
-		// the faults are over and nothing can be in flight any more.
-		deadline := time.Now().Add(retryFor)
-		for out.Outcome == Unknown && time.Now().Before(deadline) {
-			time.Sleep(time.Duration(20+c.Rand.IntN(200)) * time.Millisecond)
-			out, _ = c.attempt(context.WithoutCancel(ctx), in, req, callTimeout)
-		}
-		if out.Outcome != OK {
-			// A refusal now does not say the first attempt will not
-			// commit yet: only a success is recorded under the id.
-			c.pending = append(c.pending, pendingOp{in: in, req: req, call: call})
-			return Output{Outcome: Unknown}
-		}
+	if in.RequestID == "" || !sent || out.Outcome != Unknown {
+		return c.record(in, req, out, sent, call, time.Now().UnixNano())
 	}
-	return c.record(in, req, out, sent, call, time.Now().UnixNano())
+	// Retry until an answer is definite. A success is (the first one is
+	// recorded under the id); a refusal is not while an earlier attempt
+	// may still commit: then wait until none can, and ask again.
+	lastUnknown := call
+	deadline := time.Now().Add(time.Minute)
+	for {
+		time.Sleep(time.Duration(20+c.Rand.IntN(200)) * time.Millisecond)
+		at := time.Now().UnixNano()
+		out, _ = c.attempt(context.WithoutCancel(ctx), in, req, callTimeout)
+		switch {
+		case out.Outcome == Unknown && time.Now().Before(deadline):
+			lastUnknown = at
+			continue
+		case out.Outcome == Refused && time.Now().Before(time.Unix(0, lastUnknown).Add(GhostWindow)):
+			sleep(context.WithoutCancel(ctx), time.Until(time.Unix(0, lastUnknown).Add(GhostWindow)))
+			continue
+		case out.Outcome == Refused:
+			// Nothing committed, and nothing can any more: no effect.
+			return out
+		}
+		return c.record(in, req, out, true, call, time.Now().UnixNano())
+	}
 }
 
 // record adds an answered (or unanswered) operation to the history.
@@ -265,54 +272,6 @@ func (c *Client) record(in Input, req proto.Message, out Output, sent bool, call
 		}
 	}
 	return out
-}
-
-// pendingOp is an operation with a request_id whose outcome stayed
-// unknown while the faults ran.
-type pendingOp struct {
-	in   Input
-	req  proto.Message
-	call int64
-}
-
-// retryFor is how long a request with a request_id is retried before it
-// is put off until the faults are over.
-const retryFor = 5 * time.Second
-
-// Settle retries the operations put off, once nothing can be in flight any
-// more (GhostWindow after the last of them was called, the faults over):
-// now every answer is definite, a refusal included, and each operation
-// is recorded from its first call to that answer.
-func (c *Client) Settle(ctx context.Context) {
-	for _, p := range c.pending {
-		var out Output
-		deadline := time.Now().Add(time.Minute)
-		for {
-			out, _ = c.attempt(ctx, p.in, p.req, callTimeout)
-			if out.Outcome != Unknown || time.Now().After(deadline) || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if out.Outcome == Refused || p.in.Kind == OpUpdate {
-			// No attempt committed (a success would have been recorded
-			// under the id and answered now), and none can any more: the
-			// operation had no effect. Left out, as is an update of labels
-			// whose window would span the run for nothing the model checks.
-			continue
-		}
-		c.record(p.in, p.req, out, true, p.call, time.Now().UnixNano())
-	}
-	c.pending = nil
-}
-
-// LastPending is when the latest operation put off was called (0: none).
-func (c *Client) LastPending() int64 {
-	var last int64
-	for _, p := range c.pending {
-		last = max(last, p.call)
-	}
-	return last
 }
 
 // replay re-sends an answered request with its request_id, to a random
