@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,6 +117,9 @@ admin token, if those files exist.
 	}
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
+	// --version prints what the version command prints in table form.
+	root.Version = version()
+	root.SetVersionTemplate("beaconctl {{.Version}} (" + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())
 	})

@@ -173,6 +173,12 @@ func TestVersion(t *testing.T) {
 	if res.err != nil || !strings.Contains(res.stdout, `"version": "devel"`) {
 		t.Errorf("version -o json: %q, %v", res.stdout, res.err)
 	}
+	// --version prints the version command's line, with no server.
+	want := run(context.Background(), nil, "version").stdout
+	res = run(context.Background(), nil, "--version")
+	if diff := cmp.Diff(want, res.stdout); diff != "" || res.err != nil {
+		t.Errorf("--version (-want +got): %v\n%s", res.err, diff)
+	}
 }
 
 // TestHelp checks that every command documents itself with an example, and

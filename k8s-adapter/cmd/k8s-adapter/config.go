@@ -12,6 +12,8 @@ import (
 // config is the adapter's configuration, from flags with environment
 // fallbacks (BEACON_K8S_ + the flag name in upper case, '-' as '_').
 type config struct {
+	// Version: print the version and exit (--version).
+	Version bool
 	IPAM             []string
 	Tenant           string
 	Kubeconfig       string
@@ -46,6 +48,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("k8s-adapter", flag.ContinueOnError)
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	env := func(name, def string) string {
 		if v := getenv("BEACON_K8S_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
 			return v
@@ -89,6 +92,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.Token, "token", "", "bearer token for the gateway")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Version {
+		return c, nil
 	}
 	var errs []error
 	if fs.NArg() > 0 {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
@@ -21,6 +22,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "k8s-adapter:", err)
 		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Printf("k8s-adapter %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return
 	}
 	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
 	if err != nil {

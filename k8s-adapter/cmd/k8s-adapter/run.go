@@ -25,6 +25,9 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
+// version is set at build time (make build, make images):
+//
+//	go build -ldflags "-X main.version=v1.2.3"
 var version = "dev"
 
 // run wires the adapter together and runs it until ctx is done or it loses

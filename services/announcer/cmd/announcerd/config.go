@@ -12,6 +12,8 @@ import (
 // config is announcerd's configuration, from flags with environment
 // fallbacks (BEACON_ANNOUNCER_ + the flag name in upper case, '-' as '_').
 type config struct {
+	// Version: print the version and exit (--version).
+	Version bool
 	IPAM             []string
 	Tenant           string
 	Node             string
@@ -38,6 +40,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("announcerd", flag.ContinueOnError)
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	env := func(name, def string) string {
 		if v := getenv("BEACON_ANNOUNCER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
 			return v
@@ -65,6 +68,9 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 		"other than the OS host name, announcerd re-executes itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Version {
+		return c, nil
 	}
 	var errs []error
 	if fs.NArg() > 0 {

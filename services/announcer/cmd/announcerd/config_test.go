@@ -36,3 +36,17 @@ func TestLocalAddressesDevice(t *testing.T) {
 		})
 	}
 }
+
+// --version is honoured alone, even when flags the daemon requires to run
+// are missing; with other arguments it still prints only the version.
+func TestParseConfigVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"--version", "--log-level", "debug"}} {
+		c, err := parseConfig(args, func(string) string { return "" }, "node1")
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if !c.Version {
+			t.Errorf("%q: Version = false", args)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
@@ -20,6 +21,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "announcerd:", err)
 		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Printf("announcerd %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return
 	}
 	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
 	if err != nil {

@@ -30,6 +30,9 @@ import (
 	"github.com/beaconlb/beacon/services/announcer/internal/tenure"
 )
 
+// version is set at build time (make build, make images):
+//
+//	go build -ldflags "-X main.version=v1.2.3"
 var version = "dev"
 
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {

@@ -12,6 +12,8 @@ import (
 // config is gatewayd's configuration, from flags with environment
 // fallbacks (BEACON_GATEWAY_ + the flag name in upper case, '-' as '_').
 type config struct {
+	// Version: print the version and exit (--version).
+	Version bool
 	Listen             string
 	OpsListen          string
 	IPAM               []string
@@ -43,6 +45,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("gatewayd", flag.ContinueOnError)
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	env := func(name, def string) string {
 		if v := getenv("BEACON_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
 			return v
@@ -79,6 +82,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&grace, "shutdown-grace", "10s", "how long unary calls in flight may finish on SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Version {
+		return c, nil
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
@@ -19,6 +20,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatewayd:", err)
 		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Printf("gatewayd %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return
 	}
 	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
 	if err != nil {

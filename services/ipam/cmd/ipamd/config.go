@@ -11,6 +11,8 @@ import (
 // config is ipamd's configuration, from flags with environment fallbacks
 // (BEACON_IPAM_ + the flag name in upper case, '-' as '_').
 type config struct {
+	// Version: print the version and exit (--version).
+	Version       bool
 	Listen        string
 	OpsListen     string
 	EtcdEndpoints []string
@@ -40,6 +42,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
 	var endpoints string
 	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	env := func(name, def string) string {
 		if v := getenv("BEACON_IPAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
 			return v
@@ -72,6 +75,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Version {
+		return c, nil
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

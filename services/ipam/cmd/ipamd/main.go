@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
@@ -18,6 +19,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ipamd:", err)
 		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Printf("ipamd %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return
 	}
 	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
 	if err != nil {

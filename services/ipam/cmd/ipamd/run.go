@@ -26,7 +26,9 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
-// version is set at build time.
+// version is set at build time (make build, make images):
+//
+//	go build -ldflags "-X main.version=v1.2.3"
 var version = "dev"
 
 // run wires ipamd together and serves until ctx is done.
