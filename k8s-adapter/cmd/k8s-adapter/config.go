@@ -13,7 +13,7 @@ import (
 // fallbacks (BEACON_K8S_ + the flag name in upper case, '-' as '_').
 type config struct {
 	// Version: print the version and exit (--version).
-	Version bool
+	Version          bool
 	IPAM             []string
 	Tenant           string
 	Kubeconfig       string

@@ -13,7 +13,7 @@ import (
 // fallbacks (BEACON_GATEWAY_ + the flag name in upper case, '-' as '_').
 type config struct {
 	// Version: print the version and exit (--version).
-	Version bool
+	Version            bool
 	Listen             string
 	OpsListen          string
 	IPAM               []string
