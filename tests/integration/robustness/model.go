@@ -68,8 +68,8 @@ type Input struct {
 	Pool  int // index in the workload's pools
 	Owner int // index in the pool's owners
 	Kind  Kind
-	// Hold asked for by a Release; TTL asked for by a Renew.
-	Hold, TTL time.Duration
+	// Hold asked for by a Release.
+	Hold time.Duration
 	// RequestID, when set, makes retries of the operation one operation.
 	RequestID string
 	// CallWall and ReturnWall bound when the operation took effect: the
@@ -120,13 +120,12 @@ const (
 // until an answer shows it gone (an answer that needs it gone is allowed
 // once its earliest end has passed).
 type ownerState struct {
-	alloc        bool
-	addrs        [2]netip.Addr // IPv4 first; zero where none
-	expLo, expHi int64         // TTL end (0: no TTL); hi >= lo
-	held         bool
-	heldAddrs    [2]netip.Addr
-	holdLo       int64 // hold end (earliest)
-	holdHi       int64
+	alloc     bool
+	addrs     [2]netip.Addr // IPv4 first; zero where none
+	expLo     int64         // earliest TTL end (0: no TTL)
+	held      bool
+	heldAddrs [2]netip.Addr
+	holdLo    int64 // hold end (earliest)
 }
 
 // poolState is one pool's state in the model.
@@ -197,7 +196,7 @@ func (m *Model) step(p *Pool, s poolState, in Input, out Output) []poolState {
 			return nil
 		}
 		if cur.alloc && !out.Created && addrs == cur.addrs {
-			s[in.Owner].expLo, s[in.Owner].expHi = out.Expire, out.Expire
+			s[in.Owner].expLo = out.Expire
 			return []poolState{s}
 		}
 		if !out.Created {
@@ -210,7 +209,7 @@ func (m *Model) step(p *Pool, s poolState, in Input, out Output) []poolState {
 			s[in.Owner].alloc = false // its TTL ran out first
 		}
 		if cur.held && addrs == cur.heldAddrs {
-			s[in.Owner] = ownerState{alloc: true, addrs: addrs, expLo: out.Expire, expHi: out.Expire}
+			s[in.Owner] = ownerState{alloc: true, addrs: addrs, expLo: out.Expire}
 			return []poolState{s}
 		}
 		if cur.held {
@@ -222,7 +221,7 @@ func (m *Model) step(p *Pool, s poolState, in Input, out Output) []poolState {
 		if !m.fresh(p, &s, in.Owner, addrs, in.ReturnWall) {
 			return nil
 		}
-		s[in.Owner] = ownerState{alloc: true, addrs: addrs, expLo: out.Expire, expHi: out.Expire}
+		s[in.Owner] = ownerState{alloc: true, addrs: addrs, expLo: out.Expire}
 		return []poolState{s}
 	case OpRelease:
 		if out.Outcome == Refused {
@@ -250,7 +249,7 @@ func (m *Model) step(p *Pool, s poolState, in Input, out Output) []poolState {
 		}
 		s[in.Owner] = ownerState{}
 		if out.Expire != 0 {
-			s[in.Owner] = ownerState{held: true, heldAddrs: addrs, holdLo: out.Expire, holdHi: out.Expire}
+			s[in.Owner] = ownerState{held: true, heldAddrs: addrs, holdLo: out.Expire}
 		}
 		return []poolState{s}
 	case OpRenew, OpUpdate, OpGet:
@@ -276,7 +275,7 @@ func (m *Model) step(p *Pool, s poolState, in Input, out Output) []poolState {
 			return nil
 		}
 		if in.Kind == OpRenew || in.Kind == OpGet || out.Expire != 0 {
-			s[in.Owner].expLo, s[in.Owner].expHi = out.Expire, out.Expire
+			s[in.Owner].expLo = out.Expire
 		}
 		return []poolState{s}
 	}
@@ -456,7 +455,7 @@ func (m *Model) ghost(p *Pool, s poolState, in Input) []poolState {
 			t := s
 			t[in.Owner] = ownerState{alloc: true, addrs: cur.heldAddrs}
 			if o.TTL > 0 {
-				t[in.Owner].expLo, t[in.Owner].expHi = in.CallWall+int64(o.TTL), ret+int64(o.TTL)
+				t[in.Owner].expLo = in.CallWall + int64(o.TTL)
 			}
 			out = append(out, t)
 			if ret < cur.holdLo {
@@ -471,7 +470,7 @@ func (m *Model) ghost(p *Pool, s poolState, in Input) []poolState {
 			}
 			t[in.Owner] = ownerState{alloc: true, addrs: addrs}
 			if o.TTL > 0 {
-				t[in.Owner].expLo, t[in.Owner].expHi = in.CallWall+int64(o.TTL), ret+int64(o.TTL)
+				t[in.Owner].expLo = in.CallWall + int64(o.TTL)
 			}
 			out = appendState(out, t)
 		}
@@ -484,18 +483,8 @@ func (m *Model) ghost(p *Pool, s poolState, in Input) []poolState {
 			t := s
 			t[in.Owner] = ownerState{}
 			if in.Hold > 0 {
-				t[in.Owner] = ownerState{held: true, heldAddrs: addrs, holdLo: in.CallWall + int64(in.Hold), holdHi: ret + int64(in.Hold)}
+				t[in.Owner] = ownerState{held: true, heldAddrs: addrs, holdLo: in.CallWall + int64(in.Hold)}
 			}
-			out = append(out, t)
-		}
-	case OpRenew:
-		if cur.alloc && cur.expLo != 0 {
-			t := s
-			ttl := in.TTL
-			if ttl == 0 {
-				ttl = o.TTL
-			}
-			t[in.Owner].expLo, t[in.Owner].expHi = min(cur.expLo, in.CallWall+int64(ttl)), max(cur.expHi, ret+int64(ttl))
 			out = append(out, t)
 		}
 	}
