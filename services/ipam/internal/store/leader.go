@@ -29,6 +29,7 @@ type member struct {
 	endpoint string
 	etcd     *clientv3.Client
 	kv       etcdserverpb.KVClient
+	lease    etcdserverpb.LeaseClient
 	maint    etcdserverpb.MaintenanceClient
 }
 
@@ -60,16 +61,50 @@ func (c *Client) txnKV(ctx context.Context) (etcdserverpb.KVClient, string) {
 	return c.kv, "balanced"
 }
 
-// writeClient returns the client that writes other than transactions
-// (lease grants) go through: the leader's connection (see leaderMember),
-// else the balanced one. A lease grant is a raft proposal like a
-// transaction, lost the same way when a follower forwards it to a dead
-// leader.
-func (c *Client) writeClient(ctx context.Context) *clientv3.Client {
+// grant grants a lease of secs seconds. With the leader known, it goes to
+// the leader's connection as a bare call: clientv3's Grant retries a call
+// that could not be sent until ctx ends, so a grant sent to a leader that
+// just died would wait out the whole deadline (30 s) instead of failing at
+// once and letting the next call find the new leader. A lease grant is a
+// raft proposal like a transaction, lost the same way when a follower
+// forwards it to a dead leader; without a known leader it goes over the
+// balanced connection.
+func (c *Client) grant(ctx context.Context, secs int64) (clientv3.LeaseID, int64, error) {
 	if m := c.leaderMember(ctx); m != nil {
-		return m.etcd
+		resp, err := m.lease.LeaseGrant(ctx, &etcdserverpb.LeaseGrantRequest{TTL: secs})
+		if err != nil {
+			c.txnFailed(err)
+			return 0, 0, err
+		}
+		if resp.Error != "" {
+			return 0, 0, errors.New(resp.Error)
+		}
+		return clientv3.LeaseID(resp.ID), resp.TTL, nil
 	}
-	return c.etcd
+	resp, err := c.etcd.Grant(ctx, secs)
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.ID, resp.TTL, nil
+}
+
+// leasedPut writes key unconditionally, tied to lease id: to the leader's
+// connection as a bare call if the leader is known (see grant), else over
+// the balanced connection. It returns the revision of the write.
+func (c *Client) leasedPut(ctx context.Context, k, v string, id clientv3.LeaseID) (int64, error) {
+	if m := c.leaderMember(ctx); m != nil {
+		resp, err := m.kv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte(k), Value: []byte(v), Lease: int64(id)})
+		if err != nil {
+			c.txnFailed(err)
+			return 0, err
+		}
+		return resp.Header.Revision, nil
+	}
+	resp, err := c.etcd.Put(ctx, k, v, clientv3.WithLease(id))
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // leaderMember returns the leader's member if it is known and its
@@ -121,11 +156,14 @@ func (c *Client) LeaderEndpoint() string {
 	return ""
 }
 
-// txnFailed forgets the leader after a transaction that failed as a
-// leader that stepped down or died makes it fail (unavailable, or out of
-// time), and has followLeader look again at once.
+// txnFailed forgets the leader after a write that failed as a leader that
+// stepped down or died makes it fail (unavailable, out of time, or etcd's
+// raft stopping, which reaches the client as Unknown), and has followLeader
+// look again at once.
 func (c *Client) txnFailed(err error) {
-	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown:
+	default:
 		return
 	}
 	if c.leader.Swap(nil) == nil {
@@ -253,7 +291,7 @@ func (c *Client) connectMember(ctx context.Context, endpoint string, timeout tim
 		_ = e.Close()
 		return nil, errors.New("store: no connection")
 	}
-	return &member{endpoint: endpoint, etcd: e, kv: etcdserverpb.NewKVClient(conn), maint: etcdserverpb.NewMaintenanceClient(conn)}, nil
+	return &member{endpoint: endpoint, etcd: e, kv: etcdserverpb.NewKVClient(conn), lease: etcdserverpb.NewLeaseClient(conn), maint: etcdserverpb.NewMaintenanceClient(conn)}, nil
 }
 
 // leaderState is the part of a Client that followLeader keeps.

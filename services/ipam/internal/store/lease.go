@@ -36,11 +36,11 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, erro
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	sent := time.Now()
-	resp, err := s.conn.writeClient(ctx).Grant(ctx, secs)
+	id, granted, err := s.conn.grant(ctx, secs)
 	if err != nil {
 		return nil, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
-	l := &Lease{s: s, id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second}
+	l := &Lease{s: s, id: id, ttl: time.Duration(granted) * time.Second}
 	until := sent.Add(l.ttl)
 	l.aliveUntil.Store(&until)
 	return l, nil
@@ -109,11 +109,11 @@ func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
 	}
 	ctx, cancel := l.s.bounded(ctx)
 	defer cancel()
-	resp, err := l.s.conn.writeClient(ctx).Put(ctx, key(r), string(b), clientv3.WithLease(l.id))
+	rev, err := l.s.conn.leasedPut(ctx, key(r), string(b), l.id)
 	if err != nil {
 		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)
 	}
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // Campaign blocks until this replica leads the named election, then calls

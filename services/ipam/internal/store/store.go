@@ -215,13 +215,13 @@ func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (clientv3.Lease
 	gctx, cancel := s.bounded(ctx)
 	defer cancel()
 	start := time.Now()
-	resp, err := s.conn.writeClient(gctx).Grant(gctx, int64((ttl + time.Hour).Seconds()))
+	id, _, err := s.conn.grant(gctx, int64((ttl + time.Hour).Seconds()))
 	s.logSlow(ctx, "lease grant", start, err)
 	if err != nil {
 		return 0, fmt.Errorf("store: grant lease: %w: %w", ipam.ErrUnavailable, err)
 	}
-	s.leases[ttl] = leaseSlot{id: resp.ID, expires: now.Add(time.Hour)}
-	return resp.ID, nil
+	s.leases[ttl] = leaseSlot{id: id, expires: now.Add(time.Hour)}
+	return id, nil
 }
 
 // Get reads one object; ErrNotFound (ipam) if absent.
