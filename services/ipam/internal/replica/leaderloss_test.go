@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beaconlb/beacon/pkg/loopback"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -156,4 +160,79 @@ func TestEtcdLeaderLossWriteGap(t *testing.T) {
 		}
 	}
 	t.Logf("write gap after a leader kill: max %v over %d kills", failover.Quantile(gaps, 1), len(gaps))
+}
+
+// An etcd leader election ends no announcer session and moves no L2
+// address: the node lease outlives the election (etcd's new leader extends
+// it), so the session keeps it and its registration, and nobody else is
+// ever told to answer for the owner's address. (Before, a session whose
+// keep-alives or reports failed for the length of an election ended,
+// revoked the node's registration and moved its addresses.)
+func TestEtcdLeaderLossKeepsAnnouncerSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills the etcd leader several times (-short)")
+	}
+	cluster, endpoints := startEmbeddedCluster(t)
+	client, err := store.Dial(ctxT(t), store.DialConfig{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	logger := slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n := startNodeWith(t, client, logger, replica.Options{})
+	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
+	ctx := ctxT(t)
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := ipamv1.NewAnnouncementServiceClient(conn).CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: "tenants/c1", L2AdvertisementId: "lan", L2Advertisement: &ipamv1.L2Advertisement{Pools: []string{"pools/lan"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := subscribe(t, n.addr, "c1", "node-a", nil)
+	b := subscribe(t, n.addr, "c1", "node-b", nil)
+	vip := mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/web"}).GetAddresses()[0]
+	waitFor(t, "one node to answer for the address", func() bool {
+		return len(a.l2Addrs())+len(b.l2Addrs()) == 1
+	})
+	owner, other := a, b
+	if len(b.l2Addrs()) == 1 {
+		owner, other = b, a
+	}
+	for kill := range 3 {
+		member, at, err := cluster.KillLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Allocation resumes after the election; the sessions live on.
+		waitFor(t, "an allocation after the election", func() bool {
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := allocate(actx, n, "c1", &ipamv1.Allocation{Owner: fmt.Sprintf("ns/after-%d", kill)})
+			return err == nil
+		})
+		t.Logf("kill %d (member %d): allocating again %v after", kill, member, time.Since(at).Round(time.Millisecond))
+		if err := cluster.Restart(ctx, member); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past the sessions' grace (2 TTLs past the lease's known life): a
+	// session that was going to give its lease up has done so by now.
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if owner.ended() || other.ended() {
+			t.Fatal("an announcer session ended during an etcd leader election")
+		}
+		select {
+		case <-other.ch:
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	if other.everAnswered(vip) {
+		t.Errorf("%s moved to the other node during an etcd leader election", vip)
+	}
+	if !slices.Contains(owner.l2Addrs(), vip) {
+		t.Errorf("the owner no longer answers for %s: %v", vip, owner.l2Addrs())
+	}
 }

@@ -26,6 +26,7 @@ type fakeAnnouncer struct {
 
 	mu     sync.Mutex
 	l2     map[string]bool
+	ever   map[string]bool              // every L2 address it was ever told to answer for
 	routes map[string]*ipamv1.PlanRoute // prefix|peer
 	peers  map[string]bool
 	ch     chan struct{}
@@ -49,7 +50,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeAnnouncer{t: t, cancel: cancel, done: make(chan struct{}), l2: map[string]bool{}, routes: map[string]*ipamv1.PlanRoute{}, peers: map[string]bool{}, ch: make(chan struct{}, 1)}
+	f := &fakeAnnouncer{t: t, cancel: cancel, done: make(chan struct{}), l2: map[string]bool{}, ever: map[string]bool{}, routes: map[string]*ipamv1.PlanRoute{}, peers: map[string]bool{}, ch: make(chan struct{}, 1)}
 	go func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
@@ -75,6 +76,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 				f.l2, f.routes, f.peers = map[string]bool{}, map[string]*ipamv1.PlanRoute{}, map[string]bool{}
 				for _, l := range snap.GetL2Addresses() {
 					f.l2[l.GetAddress()] = true
+					f.ever[l.GetAddress()] = true
 				}
 				for _, r := range snap.GetRoutes() {
 					f.routes[r.GetPrefix()+"|"+r.GetPeer()] = r
@@ -86,6 +88,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 			if c := resp.GetChange(); c != nil {
 				for _, l := range c.GetUpsertL2Addresses() {
 					f.l2[l.GetAddress()] = true
+					f.ever[l.GetAddress()] = true
 				}
 				for _, a := range c.GetRemoveL2Addresses() {
 					delete(f.l2, a)
@@ -115,6 +118,23 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 }
 
 func (f *fakeAnnouncer) kill() { f.cancel(); <-f.done }
+
+// ended reports whether the stream has ended.
+func (f *fakeAnnouncer) ended() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// everAnswered reports whether it was ever told to answer for addr.
+func (f *fakeAnnouncer) everAnswered(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ever[addr]
+}
 
 func (f *fakeAnnouncer) l2Addrs() []string {
 	f.mu.Lock()

@@ -32,6 +32,11 @@ type announcerService struct {
 // minimum). A live replica revokes at once when the session ends.
 const nodeLeaseTTL = 2 * time.Second
 
+// nodeLeaseGrace is how long past the node lease's known life a session
+// goes on trying to keep it alive before it gives up (see
+// store.Lease.KeepAlive): long enough for an etcd leader election.
+const nodeLeaseGrace = 2 * nodeLeaseTTL
+
 // errNodeEnded marks a session that the announcer's side ended: its stream
 // was closed or its connection broke. An announcer gives up its L2 rights
 // before it closes its stream, and a dead one answers nothing, so its
@@ -166,7 +171,12 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 		return stream.Send(resp)
 	}
 	g.Go(func() error {
-		if err := lease.KeepAlive(gctx); err != nil {
+		// Through an etcd election the lease is kept, not given up: the
+		// node's rights stop at what is known of the lease's life (see
+		// rights), and resume with the same registration once etcd answers,
+		// so no address moves. Ending the session instead would revoke the
+		// registration and move the node's addresses.
+		if err := lease.KeepAlive(gctx, nodeLeaseGrace); err != nil {
 			return fmt.Errorf("node lease: %w", err)
 		}
 		return nil
@@ -191,7 +201,14 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 			case <-dirty:
 			}
 			if err := publish(gctx); err != nil {
-				return err
+				// etcd is out of reach (an election, most often): the
+				// report is written once it answers again. A lost lease
+				// ends the session through KeepAlive, not here.
+				if gctx.Err() != nil {
+					return nil
+				}
+				a.s.logger.WarnContext(gctx, "writing the node's report failed; retrying", "tenant", tenant, "node", node.Name, "error", err)
+				markDirty()
 			}
 			t.Reset(reportInterval)
 			select {

@@ -57,7 +57,7 @@ type Creations interface {
 
 // NodeLease ties an announcer's registration to its session.
 type NodeLease interface {
-	KeepAlive(ctx context.Context) error
+	KeepAlive(ctx context.Context, grace time.Duration) error
 	// AliveUntil is a time before which the lease cannot have expired
 	// unless revoked.
 	AliveUntil() time.Time

@@ -51,18 +51,30 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, erro
 func (l *Lease) AliveUntil() time.Time { return *l.aliveUntil.Load() }
 
 // KeepAlive keeps the lease alive until ctx is done; it returns an error
-// when the lease is lost (expired or revoked) or may have been: once its
-// AliveUntil has passed without an answered keep-alive.
+// when the lease is lost (expired or revoked), or when no keep-alive has
+// been answered for grace past its AliveUntil.
+//
+// Between AliveUntil and that point the lease may have expired or may not:
+// an etcd leader election stops every keep-alive for a second or two, and
+// etcd's new leader extends every lease it takes over, so a lease that
+// outlives its AliveUntil during an election is the common case. KeepAlive
+// goes on trying through it, and the holder carries on with the same lease
+// once etcd answers that it lives; what the holder promises others in the
+// meantime must stop at AliveUntil (it is a lower bound, not a guess).
+// After grace it gives up: etcd has been out of reach long enough that the
+// holder is better off elsewhere (a replica cut from etcd).
 //
 // Each keep-alive is a call of its own, sent a quarter of the TTL after the
 // last one was sent, so that the send time of the one etcd last answered
 // is known (clientv3's KeepAlive hides it).
-func (l *Lease) KeepAlive(ctx context.Context) error {
+func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 	period := max(l.ttl/4, 100*time.Millisecond)
 	for {
 		next := time.Now().Add(period)
 		sent := time.Now()
-		cctx, cancel := context.WithDeadline(ctx, l.AliveUntil())
+		// One call waits at most a TTL: one stuck on a member that died
+		// must not use up the grace.
+		cctx, cancel := context.WithDeadline(ctx, earliest(l.AliveUntil().Add(grace), sent.Add(l.ttl)))
 		resp, err := l.s.client.KeepAliveOnce(cctx, l.id)
 		cancel()
 		if ctx.Err() != nil {
@@ -77,8 +89,8 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		case err == nil:
 			return errors.New("store: lease lost: expired")
 		}
-		if !time.Now().Before(l.AliveUntil()) {
-			return fmt.Errorf("store: lease may have expired: no keep-alive answered for %s: %w", l.ttl, ipam.ErrUnavailable)
+		if !time.Now().Before(l.AliveUntil().Add(grace)) {
+			return fmt.Errorf("store: lease may have expired: no keep-alive answered for %s: %w", l.ttl+grace, ipam.ErrUnavailable)
 		}
 		if err != nil {
 			next = time.Now().Add(min(period, 100*time.Millisecond)) // try again soon
@@ -170,4 +182,11 @@ func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx
 	defer rcancel()
 	_ = el.Resign(rctx)
 	return err
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
