@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -81,11 +79,11 @@ func ownsName(tenant, name string) bool {
 // name. The first message of a call (the only one of a unary call, the
 // hello of a Subscribe) must also name at least one of the tenant's
 // resources, so that nothing reaches the IPAM unscoped. Refusals are
-// PermissionDenied status errors; a request with fields unknown to the
-// server (which could hide a resource name) is InvalidArgument.
+// *Refusal; a request with fields unknown to the server (which could hide
+// a resource name) is ErrUnknownFields.
 func CheckRequest(m protoreflect.Message, tenant string, first bool) error {
 	if hasUnknown(m) {
-		return status.Error(codes.InvalidArgument, "the request has fields this server does not know; it cannot check them")
+		return ErrUnknownFields
 	}
 	matched := false
 	err := walkNames(m, "", 0, func(path, v string, depth int) error {
@@ -96,26 +94,26 @@ func CheckRequest(m protoreflect.Message, tenant string, first bool) error {
 		case depth > 0 && !strings.Contains(v, "/"):
 			return nil
 		default:
-			return status.Errorf(codes.PermissionDenied, "%s: %q is not a resource of tenants/%s", path, v, tenant)
+			return refusef("%s: %q is not a resource of tenants/%s", path, v, tenant)
 		}
 	})
 	if err != nil {
 		return err
 	}
 	if first && !matched {
-		return status.Errorf(codes.PermissionDenied, "the request must name tenants/%s or one of its resources", tenant)
+		return refusef("the request must name tenants/%s or one of its resources", tenant)
 	}
 	return nil
 }
 
 // CheckResponse checks a response message: any name or parent
 // under "tenants/" must be the tenant's. The IPAM scopes every answer to
-// the request's tenant, so a failure here is a bug upstream; it is refused
-// rather than shown.
+// the request's tenant, so a failure here (a *LeakError) is a bug
+// upstream; it is refused rather than shown.
 func CheckResponse(m protoreflect.Message, tenant string) error {
 	return walkNames(m, "", 0, func(path, v string, _ int) error {
 		if strings.HasPrefix(v, "tenants/") && !ownsName(tenant, v) {
-			return status.Errorf(codes.Internal, "response field %s names another tenant's resource; withheld", path)
+			return &LeakError{Path: path}
 		}
 		return nil
 	})
@@ -142,7 +140,7 @@ var poolName = (&ipamv1.Pool{}).ProtoReflect().Descriptor().FullName()
 
 // FilterPoolResponse narrows a pool response to the tenant's pools: top-level Pool fields
 // the tenant may not draw from are removed from lists, and a single one is
-// refused with PermissionDenied. Pools shown keep only the caller's tenant
+// refused (*Refusal). Pools shown keep only the caller's tenant
 // in their tenants list, so no tenant learns the names of others. It
 // reports whether m changed.
 func FilterPoolResponse(m protoreflect.Message, tenant string) (bool, error) {
@@ -156,7 +154,7 @@ func FilterPoolResponse(m protoreflect.Message, tenant string) (bool, error) {
 			p := v.Message()
 			if !poolAllows(p, tenant) {
 				name := p.Get(p.Descriptor().Fields().ByName("name")).String()
-				err = status.Errorf(codes.PermissionDenied, "%s does not exist or tenants/%s may not use it", name, tenant)
+				err = refusef("%s does not exist or tenants/%s may not use it", name, tenant)
 				return false
 			}
 			changed = redactTenants(p, tenant) || changed

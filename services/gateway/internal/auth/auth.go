@@ -8,13 +8,12 @@ import (
 	"net/netip"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
 
 // ForwardedCertKey is the metadata key on which the gateway's REST edge
@@ -146,33 +145,34 @@ func (a *Authenticator) isBootstrap(secret string) bool {
 	return subtle.ConstantTimeCompare(h[:], a.bootstrap) == 1
 }
 
-// Authenticate returns the caller's identity, or a gRPC status error:
-// Unauthenticated when the credentials are missing or wrong, Unavailable
-// when the IPAM cannot verify a token now. A bearer token, when present,
+// Authenticate returns the caller's identity, or why not: one of fault's
+// authentication errors (fault.ErrTokenUnverifiable when the IPAM cannot
+// verify a token now; the others when the credentials are missing or
+// wrong). A bearer token, when present,
 // decides; otherwise the client certificate does.
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Identity, error) {
 	if c.HasAuthorization {
 		secret, ok := bearerSecret(c.Authorization)
 		if !ok {
-			return Identity{}, status.Error(codes.Unauthenticated, `authorization must be one "Bearer SECRET"`)
+			return Identity{}, fault.ErrMalformedAuthorization
 		}
 		if a.isBootstrap(secret) {
 			return Identity{Role: ipamv1.Role_ROLE_ADMIN, Actor: BootstrapActor}, nil
 		}
 		if a.tokens == nil {
-			return Identity{}, status.Error(codes.Unauthenticated, "invalid token")
+			return Identity{}, fault.ErrInvalidToken
 		}
 		return a.tokens.Verify(ctx, secret)
 	}
 	if c.CertErr != nil {
-		return Identity{}, status.Error(codes.Unauthenticated, c.CertErr.Error())
+		return Identity{}, &fault.CertificateError{Reason: c.CertErr.Error()}
 	}
 	if c.CertURI != "" {
 		id, err := ParseURI(c.CertURI)
 		if err != nil {
-			return Identity{}, status.Errorf(codes.Unauthenticated, "client certificate: %v", err)
+			return Identity{}, &fault.CertificateError{Reason: "client certificate: " + err.Error()}
 		}
 		return id, nil
 	}
-	return Identity{}, status.Error(codes.Unauthenticated, "no credentials: present a client certificate or \"authorization: Bearer SECRET\"")
+	return Identity{}, fault.ErrNoCredentials
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
 
 func TestParseURI(t *testing.T) {
@@ -130,14 +132,14 @@ func TestTokenCacheTTLs(t *testing.T) {
 		t.Errorf("within the TTL after revocation: %v", err)
 	}
 	now = now.Add(2 * time.Second)
-	if _, err := c.Verify(ctx, "bct_good"); status.Code(err) != codes.Unauthenticated {
+	if _, err := c.Verify(ctx, "bct_good"); codeOf(err) != codes.Unauthenticated {
 		t.Errorf("after the TTL: %v, want Unauthenticated", err)
 	}
 
 	// Unknown: refused, and remembered for the negative TTL only.
 	calls := ipam.calls.Load()
 	for range 5 {
-		if _, err := c.Verify(ctx, "bct_bad"); status.Code(err) != codes.Unauthenticated {
+		if _, err := c.Verify(ctx, "bct_bad"); codeOf(err) != codes.Unauthenticated {
 			t.Fatalf("unknown token: %v", err)
 		}
 	}
@@ -154,7 +156,7 @@ func TestTokenCacheTTLs(t *testing.T) {
 
 	// Not a Beacon secret: refused without asking.
 	calls = ipam.calls.Load()
-	if _, err := c.Verify(ctx, "hunter2"); status.Code(err) != codes.Unauthenticated || ipam.calls.Load() != calls {
+	if _, err := c.Verify(ctx, "hunter2"); codeOf(err) != codes.Unauthenticated || ipam.calls.Load() != calls {
 		t.Errorf("non-bct secret: %v (IPAM asked: %v)", err, ipam.calls.Load() != calls)
 	}
 }
@@ -173,7 +175,7 @@ func TestTokenCacheExpiryAndErrors(t *testing.T) {
 	ipam.tokens = nil
 	ipam.mu.Unlock()
 	now = now.Add(4 * time.Second) // past the token's expiry, within the TTL
-	if _, err := c.Verify(t.Context(), "bct_short"); status.Code(err) != codes.Unauthenticated {
+	if _, err := c.Verify(t.Context(), "bct_short"); codeOf(err) != codes.Unauthenticated {
 		t.Errorf("expired token served from cache: %v", err)
 	}
 
@@ -183,7 +185,7 @@ func TestTokenCacheExpiryAndErrors(t *testing.T) {
 	ipam.mu.Unlock()
 	calls := ipam.calls.Load()
 	for range 2 {
-		if _, err := c.Verify(t.Context(), "bct_other"); status.Code(err) != codes.Unavailable {
+		if _, err := c.Verify(t.Context(), "bct_other"); codeOf(err) != codes.Unavailable {
 			t.Errorf("IPAM down: %v, want Unavailable", err)
 		}
 	}
@@ -264,7 +266,7 @@ func TestAuthenticate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := a.Authenticate(t.Context(), tt.creds)
-			if status.Code(err) != tt.code {
+			if codeOf(err) != tt.code {
 				t.Fatalf("Authenticate = %v, want code %v", err, tt.code)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -303,4 +305,10 @@ func TestTokenCacheForget(t *testing.T) {
 	if c.Len() != 0 {
 		t.Errorf("after ForgetAll: %d entries", c.Len())
 	}
+}
+
+// codeOf is the code a caller sees for an error of this package: it goes
+// through fault.Status, the gateway's one mapping.
+func codeOf(err error) codes.Code {
+	return status.Code(fault.Status(context.Background(), slog.New(slog.DiscardHandler), "/test", err))
 }

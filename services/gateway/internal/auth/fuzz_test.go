@@ -82,7 +82,7 @@ func FuzzAuthorization(f *testing.F) {
 		}
 		id, err := a.Authenticate(context.Background(), c)
 		if err != nil {
-			if status.Code(err) != codes.Unauthenticated || id != (Identity{}) {
+			if codeOf(err) != codes.Unauthenticated || id != (Identity{}) {
 				t.Fatalf("Authenticate(%+v) = %+v, %v; want Unauthenticated and no identity", c, id, err)
 			}
 		}

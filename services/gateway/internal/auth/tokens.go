@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
 
 // VerifyFunc asks the IPAM whose a secret is (TokenService.VerifyToken).
@@ -75,14 +77,12 @@ func NewTokenCache(verify VerifyFunc, cfg TokenCacheConfig) *TokenCache {
 	return &TokenCache{verify: verify, cfg: cfg, now: time.Now, entries: map[[sha256.Size]byte]tokenEntry{}}
 }
 
-var errInvalidToken = status.Error(codes.Unauthenticated, "invalid, revoked or expired token")
-
-// Verify returns the identity a secret grants, or a gRPC status error:
-// Unauthenticated for a secret the IPAM does not know (or no longer
-// knows), Unavailable when it could not be asked.
+// Verify returns the identity a secret grants, or fault.ErrInvalidToken
+// for a secret the IPAM does not know (or no longer knows),
+// fault.ErrTokenUnverifiable when it could not be asked.
 func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error) {
 	if !wellFormed(secret) {
-		return Identity{}, errInvalidToken
+		return Identity{}, fault.ErrInvalidToken
 	}
 	key := sha256.Sum256([]byte(secret))
 	c.mu.Lock()
@@ -101,19 +101,19 @@ func (c *TokenCache) Verify(ctx context.Context, secret string) (Identity, error
 		if err != nil {
 			switch status.Code(err) {
 			case codes.NotFound, codes.Unauthenticated, codes.PermissionDenied, codes.InvalidArgument:
-				c.store(key, tokenEntry{err: errInvalidToken, until: now.Add(c.cfg.NegativeTTL)})
+				c.store(key, tokenEntry{err: fault.ErrInvalidToken, until: now.Add(c.cfg.NegativeTTL)})
 				c.cfg.Observe("miss")
-				return Identity{}, errInvalidToken
+				return Identity{}, fault.ErrInvalidToken
 			default:
 				c.cfg.Observe("error")
-				return Identity{}, status.Errorf(codes.Unavailable, "cannot verify the token now: %v", status.Convert(err).Message())
+				return Identity{}, fmt.Errorf("%w: %w", fault.ErrTokenUnverifiable, err)
 			}
 		}
 		c.cfg.Observe("miss")
 		id, err := FromToken(tok)
 		if err != nil {
-			c.store(key, tokenEntry{err: errInvalidToken, until: now.Add(c.cfg.NegativeTTL)})
-			return Identity{}, errInvalidToken
+			c.store(key, tokenEntry{err: fault.ErrInvalidToken, until: now.Add(c.cfg.NegativeTTL)})
+			return Identity{}, fault.ErrInvalidToken
 		}
 		until := now.Add(c.cfg.TTL)
 		if exp := tok.GetExpireTime(); exp != nil && exp.AsTime().Before(until) {

@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.Close()
 		return nil, fmt.Errorf("gateway: in-process connection: %w", err)
 	}
-	restHandler, err := rest.NewHandler(ctx, g.restConn, rest.Options{MaxBodyBytes: cfg.MaxRESTBody})
+	restHandler, err := rest.NewHandler(ctx, g.restConn, rest.Options{MaxBodyBytes: cfg.MaxRESTBody, Logger: g.logger})
 	if err != nil {
 		g.Close()
 		return nil, err

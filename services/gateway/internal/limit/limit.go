@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
 
 // Config is the rate every bucket refills at and how many calls it holds.
@@ -149,15 +147,8 @@ func roundWait(wait time.Duration) time.Duration {
 	return max(time.Millisecond, wait.Round(time.Millisecond))
 }
 
-// exhausted is a refusal to retry after wait: ResourceExhausted carrying
-// google.rpc.RetryInfo and google.rpc.ErrorInfo (reason, meta).
+// exhausted is a refusal to retry after wait (fault.Status makes it
+// ResourceExhausted with RetryInfo and ErrorInfo).
 func exhausted(msg string, wait time.Duration, reason string, meta map[string]string) error {
-	st := status.New(codes.ResourceExhausted, msg)
-	if d, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)},
-		&errdetails.ErrorInfo{Reason: reason, Domain: "gateway.beacon", Metadata: meta},
-	); err == nil {
-		st = d
-	}
-	return st.Err()
+	return &fault.LimitError{Message: msg, Wait: wait, Reason: reason, Meta: meta}
 }

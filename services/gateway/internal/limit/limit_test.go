@@ -1,12 +1,11 @@
 package limit
 
 import (
+	"errors"
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
 
 func TestBucketPerTenantAndRole(t *testing.T) {
@@ -23,25 +22,15 @@ func TestBucketPerTenantAndRole(t *testing.T) {
 		t.Errorf("wait past the burst = %v, want 500ms (one token at 2/s)", wait)
 	}
 	err := l.Refuse("tenant", "c1", wait)
-	st := status.Convert(err)
-	if st.Code() != codes.ResourceExhausted {
-		t.Fatalf("call past the burst = %v, want ResourceExhausted", err)
+	var refusal *fault.LimitError
+	if !errors.As(err, &refusal) {
+		t.Fatalf("call past the burst = %v, want a fault.LimitError", err)
 	}
-	var retry *errdetails.RetryInfo
-	var info *errdetails.ErrorInfo
-	for _, d := range st.Details() {
-		switch d := d.(type) {
-		case *errdetails.RetryInfo:
-			retry = d
-		case *errdetails.ErrorInfo:
-			info = d
-		}
+	if refusal.Wait != 500*time.Millisecond {
+		t.Errorf("wait = %v, want 500ms (one token at 2/s)", refusal.Wait)
 	}
-	if retry == nil || retry.GetRetryDelay().AsDuration() != 500*time.Millisecond {
-		t.Errorf("RetryInfo = %v, want 500ms (one token at 2/s)", retry)
-	}
-	if info.GetReason() != "RATE_LIMITED" || info.GetMetadata()["tenant"] != "c1" {
-		t.Errorf("ErrorInfo = %v", info)
+	if refusal.Reason != "RATE_LIMITED" || refusal.Meta["tenant"] != "c1" {
+		t.Errorf("refusal = %+v", refusal)
 	}
 
 	// Other buckets are untouched: another tenant, another role.

@@ -11,6 +11,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -31,6 +32,7 @@ import (
 	"github.com/beaconlb/beacon/proto/apimethods"
 	"github.com/beaconlb/beacon/proto/tenantscope"
 	"github.com/beaconlb/beacon/services/gateway/internal/auth"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 	"github.com/beaconlb/beacon/services/gateway/internal/limit"
 	"github.com/beaconlb/beacon/services/gateway/internal/policy"
 )
@@ -166,34 +168,49 @@ func (p *Proxy) Handler(forwarded bool) grpc.StreamHandler {
 	return func(_ any, ss grpc.ServerStream) error { return p.serve(ss, forwarded) }
 }
 
+// serve handles one call and turns how it ended into the status its caller
+// sees (fault.Status, the gateway's one mapping), counting the refusals
+// of the tenant scope.
 func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 	ctx := ss.Context()
 	name, _ := grpc.MethodFromServerStream(ss)
+	c, err := p.handle(ctx, ss, name, forwarded)
+	st := fault.Status(ctx, p.logger, name, err)
+	if c != nil && c.refused && status.Code(st) == codes.PermissionDenied {
+		p.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("role", auth.RoleName(c.id.Role))))
+		p.logger.DebugContext(ctx, "call denied", "method", name, "actor", c.id.Actor, "error", err)
+	}
+	return st
+}
+
+// handle handles one call; the call is nil if the caller was refused
+// before its request was looked at.
+func (p *Proxy) handle(ctx context.Context, ss grpc.ServerStream, name string, forwarded bool) (*call, error) {
 	m := p.methods[name]
 	if m == nil {
-		return status.Errorf(codes.Unimplemented, "unknown method %s", name)
+		return nil, &fault.UnknownMethodError{Method: name}
 	}
 	creds := auth.CredentialsFromContext(ctx, forwarded)
 	if wait := p.cfg.AuthFailures.Blocked(creds.Addr); wait > 0 && !p.cfg.Auth.Decidable(creds) {
 		// This network failed too often: do not let it make the IPAM
 		// verify more unknown tokens.
 		p.authFailures.Add(ctx, 1)
-		return p.cfg.AuthFailures.Refuse(wait)
+		return nil, p.cfg.AuthFailures.Refuse(wait)
 	}
 	id, err := p.cfg.Auth.Authenticate(ctx, creds)
 	if err != nil {
 		p.authFailures.Add(ctx, 1)
-		if status.Code(err) == codes.Unauthenticated {
+		if !errors.Is(err, fault.ErrTokenUnverifiable) {
 			p.cfg.AuthFailures.Failed(creds.Addr)
 		}
-		return err
+		return nil, err
 	}
 	role := auth.RoleName(id.Role)
 	access := m.rule.For(id.Role)
 	if access == policy.Deny {
 		p.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("role", role)))
 		p.logger.DebugContext(ctx, "call denied", "method", name, "actor", id.Actor)
-		return status.Errorf(codes.PermissionDenied, "role %s may not call %s", role, name)
+		return nil, &fault.DeniedError{Role: role, Method: name}
 	}
 	if wait := p.cfg.Limiter.Allow(role, id.Tenant); wait > 0 {
 		p.limited.Add(ctx, 1, metric.WithAttributes(attribute.String("role", role)))
@@ -213,7 +230,7 @@ func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 			}
 			t.Stop()
 		}
-		return p.cfg.Limiter.Refuse(role, id.Tenant, max(0, wait-hold))
+		return nil, p.cfg.Limiter.Refuse(role, id.Tenant, max(0, wait-hold))
 	}
 	c := &call{p: p, m: m, id: id, access: access, ss: ss}
 	streaming := m.clientStreams || m.serverStreams
@@ -233,13 +250,9 @@ func (p *Proxy) serve(ss grpc.ServerStream, forwarded bool) error {
 		err = c.clientStream(ctx)
 	}
 	if streaming && err != nil && p.drained.Err() != nil {
-		return status.Error(codes.Unavailable, "the gateway is shutting down; reconnect")
+		return c, fault.ErrShuttingDown
 	}
-	if status.Code(err) == codes.PermissionDenied && c.refused {
-		p.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("role", role)))
-		p.logger.DebugContext(ctx, "call denied", "method", name, "actor", id.Actor, "error", err)
-	}
-	return err
+	return c, err
 }
 
 // droppedMetadata are incoming keys never forwarded: credentials, the
@@ -299,7 +312,7 @@ func (c *call) checkRequest(f *Frame, first bool) error {
 	}
 	msg := c.m.input.New()
 	if err := proto.Unmarshal(f.Data, msg.Interface()); err != nil {
-		return status.Errorf(codes.InvalidArgument, "cannot decode the %s request: %v", c.m.name, err)
+		return &fault.UndecodableError{Method: c.m.name, Cause: err}
 	}
 	if c.access == policy.Own {
 		err := tenantscope.CheckRequest(msg, c.id.Tenant, first)
@@ -309,7 +322,7 @@ func (c *call) checkRequest(f *Frame, first bool) error {
 	if tenantscope.NarrowPoolRequest(msg, c.id.Tenant) {
 		b, err := proto.Marshal(msg.Interface())
 		if err != nil {
-			return status.Errorf(codes.Internal, "re-encode request: %v", err)
+			return fmt.Errorf("re-encode the request: %w", err)
 		}
 		f.Data = b
 	}
@@ -319,7 +332,7 @@ func (c *call) checkRequest(f *Frame, first bool) error {
 // checkResponse applies the tenant scope to one response frame; for
 // OwnPools it may rewrite the frame. decoded, if not nil, is the frame
 // already decoded.
-func (c *call) checkResponse(ctx context.Context, f *Frame, decoded protoreflect.Message) error {
+func (c *call) checkResponse(f *Frame, decoded protoreflect.Message) error {
 	if c.access != policy.Own && c.access != policy.OwnPools {
 		return nil
 	}
@@ -327,15 +340,13 @@ func (c *call) checkResponse(ctx context.Context, f *Frame, decoded protoreflect
 	if msg == nil {
 		msg = c.m.output.New()
 		if err := proto.Unmarshal(f.Data, msg.Interface()); err != nil {
-			return status.Errorf(codes.Internal, "cannot decode the %s response: %v", c.m.name, err)
+			return fmt.Errorf("decode the response: %w", err)
 		}
 	}
 	if c.access == policy.Own {
-		if err := tenantscope.CheckResponse(msg, c.id.Tenant); err != nil {
-			c.p.logger.ErrorContext(ctx, "IPAM answered with another tenant's resource; withheld", "method", c.m.name, "actor", c.id.Actor, "error", err)
-			return err
-		}
-		return nil
+		// A *tenantscope.LeakError: fault.Status logs it and tells the
+		// caller nothing of it.
+		return tenantscope.CheckResponse(msg, c.id.Tenant)
 	}
 	changed, err := tenantscope.FilterPoolResponse(msg, c.id.Tenant)
 	if err != nil {
@@ -345,7 +356,7 @@ func (c *call) checkResponse(ctx context.Context, f *Frame, decoded protoreflect
 	if changed {
 		b, err := proto.Marshal(msg.Interface())
 		if err != nil {
-			return status.Errorf(codes.Internal, "re-encode response: %v", err)
+			return fmt.Errorf("re-encode the response: %w", err)
 		}
 		f.Data = b
 	}
@@ -358,7 +369,7 @@ func (c *call) checkResponse(ctx context.Context, f *Frame, decoded protoreflect
 func (c *call) backendError(err error) error {
 	if c.access == policy.OwnPools && status.Code(err) == codes.NotFound {
 		c.refused = true
-		return status.Errorf(codes.PermissionDenied, "the pool does not exist or tenants/%s may not use it", c.id.Tenant)
+		return &fault.ScopeError{Reason: fmt.Sprintf("the pool does not exist or tenants/%s may not use it", c.id.Tenant)}
 	}
 	return err
 }
@@ -403,7 +414,7 @@ func (c *call) unary(ctx context.Context) error {
 	if err != nil {
 		return c.backendError(err)
 	}
-	if err := c.checkResponse(ctx, &out, nil); err != nil {
+	if err := c.checkResponse(&out, nil); err != nil {
 		return err
 	}
 	return c.ss.SendMsg(&out)
@@ -489,13 +500,13 @@ func (c *call) serverStream(ctx context.Context) error {
 				if resumable {
 					decoded = c.m.output.New()
 					if err := proto.Unmarshal(out.Data, decoded.Interface()); err != nil {
-						return status.Errorf(codes.Internal, "cannot decode the %s response: %v", c.m.name, err)
+						return fmt.Errorf("decode the response: %w", err)
 					}
 					if t := decoded.Get(c.m.resumeOut).String(); t != "" {
 						lastToken = t
 					}
 				}
-				if err := c.checkResponse(ctx, &out, decoded); err != nil {
+				if err := c.checkResponse(&out, decoded); err != nil {
 					return err
 				}
 				if err := c.ss.SendMsg(&out); err != nil {
@@ -540,7 +551,7 @@ func (c *call) serverStream(ctx context.Context) error {
 		backoff := min(time.Second, 25*time.Millisecond<<min(failures, 6))
 		select {
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return ctx.Err()
 		case <-time.After(backoff):
 		}
 	}
@@ -570,7 +581,7 @@ func (c *call) clientStream(ctx context.Context) error {
 		}
 	} else if c.access != policy.Allow {
 		c.refused = true
-		return status.Errorf(codes.PermissionDenied, "the stream must open with a message naming tenants/%s", c.id.Tenant)
+		return &fault.ScopeError{Reason: fmt.Sprintf("the stream must open with a message naming tenants/%s", c.id.Tenant)}
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -581,7 +592,7 @@ func (c *call) clientStream(ctx context.Context) error {
 	up := make(chan error, 1)
 	go func() { up <- c.forwardUp(cs, first, haveFirst) }()
 	down := make(chan error, 1)
-	go func() { down <- c.forwardDown(ctx, cs) }()
+	go func() { down <- c.forwardDown(cs) }()
 	for {
 		select {
 		case err := <-up:
@@ -639,7 +650,7 @@ func (c *call) forwardUp(cs grpc.ClientStream, first Frame, haveFirst bool) erro
 
 // forwardDown copies the IPAM's header and messages to the caller until
 // the IPAM ends the stream (io.EOF) or fails.
-func (c *call) forwardDown(ctx context.Context, cs grpc.ClientStream) error {
+func (c *call) forwardDown(cs grpc.ClientStream) error {
 	if h, err := cs.Header(); err == nil {
 		if h = fromBackend(h); len(h) > 0 {
 			_ = c.ss.SendHeader(h)
@@ -650,7 +661,7 @@ func (c *call) forwardDown(ctx context.Context, cs grpc.ClientStream) error {
 		if err := cs.RecvMsg(&f); err != nil {
 			return err
 		}
-		if err := c.checkResponse(ctx, &f, nil); err != nil {
+		if err := c.checkResponse(&f, nil); err != nil {
 			return err
 		}
 		if err := c.ss.SendMsg(&f); err != nil {

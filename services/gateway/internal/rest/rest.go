@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/beaconlb/beacon/services/gateway/internal/auth"
+	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 	"github.com/beaconlb/beacon/services/gateway/internal/rest/ipamv1gw"
 )
 
@@ -40,6 +42,9 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes);
 	// larger ones get 413.
 	MaxBodyBytes int64
+	// Logger receives what fault.Status logs of refused bodies (default:
+	// none).
+	Logger *slog.Logger
 }
 
 // NewHandler returns the REST handler for /v1/..., calling conn (a
@@ -51,6 +56,9 @@ type Options struct {
 func NewHandler(ctx context.Context, conn *grpc.ClientConn, opts Options) (http.Handler, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
@@ -77,7 +85,7 @@ func NewHandler(ctx context.Context, conn *grpc.ClientConn, opts Options) (http.
 			return nil, fmt.Errorf("rest: %w", err)
 		}
 	}
-	return limitBody(mux, opts.MaxBodyBytes), nil
+	return limitBody(mux, opts.MaxBodyBytes, opts.Logger), nil
 }
 
 // incomingHeader forwards only W3C trace context; everything else a client
@@ -118,27 +126,31 @@ func forwardAddr(_ context.Context, r *http.Request) metadata.MD {
 // limitBody refuses bodies over max bytes (413) and bodies that are not
 // one well-formed JSON value (400) before grpc-gateway decodes them. The
 // body is read into memory, which the limit keeps small.
-func limitBody(next http.Handler, maxBytes int64) http.Handler {
+func limitBody(next http.Handler, maxBytes int64, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse := func(code int, reason string) {
+			err := fault.Status(r.Context(), logger, r.URL.Path, &fault.BodyError{Reason: reason})
+			writeStatus(w, code, status.Convert(err))
+		}
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if r.ContentLength > maxBytes {
-			writeStatus(w, http.StatusRequestEntityTooLarge, status.New(codes.InvalidArgument, fmt.Sprintf("request body is larger than %d bytes", maxBytes)))
+			refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBytes))
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
 		if err != nil {
-			writeStatus(w, http.StatusBadRequest, status.New(codes.InvalidArgument, "cannot read the request body: "+err.Error()))
+			refuse(http.StatusBadRequest, "cannot read the request body")
 			return
 		}
 		if int64(len(body)) > maxBytes {
-			writeStatus(w, http.StatusRequestEntityTooLarge, status.New(codes.InvalidArgument, fmt.Sprintf("request body is larger than %d bytes", maxBytes)))
+			refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBytes))
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
-			writeStatus(w, http.StatusBadRequest, status.New(codes.InvalidArgument, "request body is not valid JSON"))
+			refuse(http.StatusBadRequest, "request body is not valid JSON")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -160,6 +160,29 @@ func (g *Guard) refuse(ctx context.Context, c caller, method string, code codes.
 	return status.Error(code, why)
 }
 
+// refuseCheck refuses a call that failed checkRequest or checkResponse.
+func (g *Guard) refuseCheck(ctx context.Context, c caller, method string, err error) error {
+	code, why := refusalOf(err)
+	return g.refuse(ctx, c, method, code, why)
+}
+
+// refusalOf is the code and reason of a refusal of checkRequest or
+// checkResponse: tenantscope's refusals (a response naming another
+// tenant's resource is withheld without saying why), or a status.
+func refusalOf(err error) (codes.Code, string) {
+	var r *tenantscope.Refusal
+	var leak *tenantscope.LeakError
+	switch {
+	case errors.As(err, &r):
+		return codes.PermissionDenied, r.Error()
+	case errors.Is(err, tenantscope.ErrUnknownFields):
+		return codes.InvalidArgument, err.Error()
+	case errors.As(err, &leak):
+		return codes.Internal, "internal error"
+	}
+	return status.Code(err), status.Convert(err).Message()
+}
+
 // Unary returns the interceptor for unary calls.
 func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -171,7 +194,7 @@ func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 		msg, _ := req.(proto.Message)
 		acc := accessOf(c, info.FullMethod)
 		if err := g.checkRequest(ctx, c, acc, msg, true); err != nil {
-			return nil, g.refuse(ctx, c, info.FullMethod, status.Code(err), status.Convert(err).Message())
+			return nil, g.refuseCheck(ctx, c, info.FullMethod, err)
 		}
 		resp, err := handler(ctx, req)
 		if err != nil || resp == nil {
@@ -179,7 +202,7 @@ func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 		}
 		out, _ := resp.(proto.Message)
 		if err := g.checkResponse(c, acc, out); err != nil {
-			return nil, g.refuse(ctx, c, info.FullMethod, status.Code(err), status.Convert(err).Message())
+			return nil, g.refuseCheck(ctx, c, info.FullMethod, err)
 		}
 		return resp, nil
 	}
@@ -241,7 +264,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 	first := !s.recvd
 	s.recvd = true
 	if err := s.g.checkRequest(s.ctx, s.c, s.acc, msg, first); err != nil {
-		return s.g.refuse(s.ctx, s.c, s.method, status.Code(err), status.Convert(err).Message())
+		return s.g.refuseCheck(s.ctx, s.c, s.method, err)
 	}
 	return nil
 }
@@ -249,7 +272,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 func (s *guardedStream) SendMsg(m any) error {
 	msg, _ := m.(proto.Message)
 	if err := s.g.checkResponse(s.c, s.acc, msg); err != nil {
-		return s.g.refuse(s.ctx, s.c, s.method, status.Code(err), status.Convert(err).Message())
+		return s.g.refuseCheck(s.ctx, s.c, s.method, err)
 	}
 	return s.ServerStream.SendMsg(m)
 }
