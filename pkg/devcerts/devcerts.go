@@ -247,8 +247,11 @@ type ClientPaths struct {
 	Cert, Key string
 }
 
-// DefaultIdentities are the client certificates gatewayd --dev-certs makes.
-var DefaultIdentities = []string{"beacon://admin", "beacon://viewer", "beacon://tenant/demo", "beacon://announcer/demo"}
+// DefaultIdentities returns the client certificates gatewayd --dev-certs
+// makes (a new slice each call).
+func DefaultIdentities() []string {
+	return []string{"beacon://admin", "beacon://viewer", "beacon://tenant/demo", "beacon://announcer/demo"}
+}
 
 // Ensure makes sure dir holds a CA, a localhost server certificate and a
 // client certificate per identity, creating what is missing (dir itself

@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}()
 
 	if cfg.DevCerts != "" {
-		p, err := devcerts.Ensure(cfg.DevCerts, devcerts.DefaultIdentities...)
+		p, err := devcerts.Ensure(cfg.DevCerts, devcerts.DefaultIdentities()...)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		if cfg.ClientCA == "" {
 			cfg.ClientCA = p.CA
 		}
-		logger.InfoContext(ctx, "development certificates", "dir", p.Dir, "ca", p.CA, "identities", devcerts.DefaultIdentities)
+		logger.InfoContext(ctx, "development certificates", "dir", p.Dir, "ca", p.CA, "identities", devcerts.DefaultIdentities())
 	}
 	serverTLS, err := serverTLSConfig(cfg)
 	if err != nil {

@@ -118,6 +118,14 @@ func fuzzGateway(t testing.TB) http.Handler {
 			fuzzErr = err
 			return
 		}
+		// Serve serves the in-process server behind the REST handler; the
+		// fuzz targets call the handler directly.
+		gwLis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fuzzErr = err
+			return
+		}
+		go func() { _ = gw.Serve(context.Background(), gwLis) }()
 		fuzzHandler = gw.Handler()
 		// The stub, the connection and the gateway live as long as the
 		// test binary.

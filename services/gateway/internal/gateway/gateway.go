@@ -33,6 +33,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/auth"
 	"github.com/beaconlb/beacon/services/gateway/internal/limit"
+	"github.com/beaconlb/beacon/services/gateway/internal/policy"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 	"github.com/beaconlb/beacon/services/gateway/internal/rest"
 )
@@ -158,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g.proxy, err = proxy.New(proxy.Config{
 		Backend:         cfg.Backend,
 		Auth:            auth.NewAuthenticator(g.tokens, cfg.BootstrapSecret),
+		Policy:          policy.Table(),
 		Limiter:         limit.New(limit.Config{Rate: cfg.RateLimit, Burst: cfg.RateBurst}),
 		AuthFailures:    limit.NewFailures(limit.Config{Rate: cfg.AuthFailureRate, Burst: cfg.AuthFailureBurst}),
 		RefusalHold:     cfg.RefusalHold,
@@ -176,8 +178,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	// Every REST call shares the one in-process connection; the limit per
 	// client connection is the TLS listener's.
 	g.internal = grpc.NewServer(append(common, grpc.MaxConcurrentStreams(math.MaxUint32), grpc.UnknownServiceHandler(g.proxy.Handler(true)))...)
-	g.internalLis = bufconn.Listen(1 << 20)
-	go func() { _ = g.internal.Serve(g.internalLis) }()
+	g.internalLis = bufconn.Listen(1 << 20) // served by Serve
 
 	g.restConn, err = grpc.NewClient("passthrough:///gateway-internal",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.internalLis.DialContext(ctx) }),
@@ -242,7 +243,9 @@ func resultSet(result string) attribute.Set {
 }
 
 // Handler returns the gateway's HTTP handler (without TLS): gRPC, REST,
-// /openapi.json and the console. Serve wraps it in the TLS server.
+// /openapi.json and the console. Serve wraps it in the TLS server; REST
+// calls through it are answered only while Serve runs (the in-process
+// server behind the REST edge is Serve's).
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // TLSConfig returns the TLS configuration Serve uses.
@@ -261,7 +264,8 @@ func (g *Gateway) Ready(context.Context) error {
 	}
 }
 
-// Serve serves TLS on lis until ctx is done, then shuts down: the health
+// Serve serves TLS on lis, and the in-process server behind the REST edge,
+// until ctx is done, then shuts down: the health
 // status turns NOT_SERVING, streams end with UNAVAILABLE, and unary calls
 // get ShutdownGrace to finish. It returns nil after a clean shutdown.
 func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
@@ -283,6 +287,8 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); g.watchRevocations(wctx) }()
 	defer func() { stopWatch(); <-watched }()
+	// The in-process server behind the REST edge; Close stops it.
+	go func() { _ = g.internal.Serve(g.internalLis) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(lis, g.tlsConfig)) }()
 	g.health.Resume()

@@ -28,7 +28,7 @@ func sample(t *testing.T, md protoreflect.MethodDescriptor, tenant, pool string)
 }
 
 // allowed is the spec of who may call what, from the prose and
-// independent of policy.Table.
+// independent of policy.Table().
 func allowed(method, role string) bool {
 	svc, m, _ := strings.Cut(strings.TrimPrefix(method, "/beacon.ipam.v1."), "/")
 	if m == "VerifyToken" || m == "WatchTokenRevocations" {

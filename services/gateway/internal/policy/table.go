@@ -6,6 +6,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
@@ -76,11 +77,15 @@ var (
 	nobody    = Rule{}
 )
 
-// Table is the authorization table: full gRPC method name → access per
-// role. Every method of every service in beacon.ipam.v1 has a row (a test
-// checks it against the proto descriptors); a method without one is
-// denied to everyone.
-var Table = map[string]Rule{
+// Table returns the authorization table: full gRPC method name → access
+// per role. Every method of every service in beacon.ipam.v1 has a row (a
+// test checks it against the proto descriptors); a method without one is
+// denied to everyone. Each call returns a copy: the caller owns it.
+func Table() map[string]Rule { return maps.Clone(table) }
+
+// table is the authorization table, never changed (Table hands out
+// copies).
+var table = map[string]Rule{
 	// Pools: admins manage them; tenants read the ones they may draw from.
 	"/beacon.ipam.v1.PoolService/CreatePool": adminOnly,
 	"/beacon.ipam.v1.PoolService/GetPool":    poolR,
@@ -157,11 +162,4 @@ var Table = map[string]Rule{
 	"/beacon.ipam.v1.TokenService/VerifyToken": nobody,
 	// The gateway's own watch, which keeps its token cache honest.
 	"/beacon.ipam.v1.TokenService/WatchTokenRevocations": nobody,
-}
-
-// Lookup returns the rule of a full method name; ok is false for a method
-// without a row (deny everyone).
-func Lookup(method string) (Rule, bool) {
-	r, ok := Table[method]
-	return r, ok
 }

@@ -48,6 +48,9 @@ type Config struct {
 	Backend grpc.ClientConnInterface
 	// Auth decides who a caller is.
 	Auth *auth.Authenticator
+	// Policy is the authorization table (method → access per role); nil:
+	// policy.Table().
+	Policy map[string]policy.Rule
 	// Limiter rate-limits callers; nil: no limit.
 	Limiter *limit.Limiter
 	// AuthFailures limits failed authentications per client network; nil:
@@ -113,6 +116,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.Table()
+	}
 	p := &Proxy{cfg: cfg, methods: map[string]*method{}, logger: cfg.Logger}
 	p.drained, p.drain = context.WithCancel(context.Background())
 	for _, md := range apimethods.Methods() {
@@ -125,7 +131,7 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 		name := apimethods.FullMethod(md)
-		rule, _ := policy.Lookup(name) // no row: the zero Rule denies everyone
+		rule := cfg.Policy[name] // no row: the zero Rule denies everyone
 		m := &method{name: name, input: in, output: out, clientStreams: md.IsStreamingClient(), serverStreams: md.IsStreamingServer(), rule: rule}
 		if m.serverStreams && !m.clientStreams {
 			ri, ro := in.Descriptor().Fields().ByName("resume_token"), out.Descriptor().Fields().ByName("resume_token")
