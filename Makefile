@@ -114,7 +114,7 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 	@if git rev-parse -q --verify HEAD~1 >/dev/null && git cat-file -e HEAD~1:buf.yaml 2>/dev/null; then \
 	  echo ">> buf breaking against HEAD~1"; $(BUF) breaking --against '.git#ref=HEAD~1'; \
 	else echo ">> buf breaking: no previous commit with buf.yaml to compare with"; fi
-	@for m in $(MODULES); do echo ">> golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...); done
+	@for m in $(MODULES); do echo ">> golangci-lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-serial-runners ./...); done
 
 ## ---- tests -----------------------------------------------------------------
 
