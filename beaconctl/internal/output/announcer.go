@@ -55,7 +55,27 @@ func AllocationDetailTable(w io.Writer, allocs []*ipamv1.Allocation) error {
 			Announcements(a.GetAnnouncements()),
 		})
 	}
-	return writeRows(w, []string{"NAME", "OWNER", "ADDRESSES", "POOL", "EXPIRES", "ANNOUNCED-BY"}, rows)
+	if err := writeRows(w, []string{"NAME", "OWNER", "ADDRESSES", "POOL", "EXPIRES", "ANNOUNCED-BY"}, rows); err != nil {
+		return err
+	}
+	return conditionLines(w, allocs)
+}
+
+// conditionLines writes, after an allocation table, one line per condition
+// of the allocations (another host using an L2 address, say), or nothing
+// when there is none:
+//
+//	Conflict: default/web 192.0.2.5 on n1/eth0, MAC 02:00:00:00:00:09: another host ...
+func conditionLines(w io.Writer, allocs []*ipamv1.Allocation) error {
+	for _, a := range allocs {
+		for _, c := range a.GetConditions() {
+			if _, err := fmt.Fprintf(w, "%s: %s %s on %s/%s, MAC %s: %s\n", c.GetType(), a.GetOwner(), c.GetAddress(),
+				NodeName(c.GetAnnouncer()), c.GetInterface(), c.GetHardwareAddress(), c.GetMessage()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // interfaceNames renders a node's interfaces by name, marking those that

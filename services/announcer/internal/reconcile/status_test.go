@@ -58,7 +58,7 @@ func TestStatusReportsWhatSessionsAreSent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, status(tt.l2, tt.sessions), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tt.want, status(tt.l2, nil, tt.sessions), protocmp.Transform()); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 		})
