@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
 // conditionConflict is the IPAM's condition type for another host using an

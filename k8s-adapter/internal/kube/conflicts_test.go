@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
 // A node of the tenant reports that another host uses the Service's L2

@@ -65,11 +65,11 @@ type Session interface {
 type Reconciler struct {
 	l2        Responder
 	conflicts Conflicts
-	rights   Installer
-	speaker  Speaker
-	session  Session
-	logger   *slog.Logger
-	readFile func(string) ([]byte, error)
+	rights    Installer
+	speaker   Speaker
+	session   Session
+	logger    *slog.Logger
+	readFile  func(string) ([]byte, error)
 }
 
 // New returns a Reconciler. rights learns each plan generation once the

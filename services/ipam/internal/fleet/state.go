@@ -39,9 +39,9 @@ type State struct {
 	// an allocation holding the address is deleted): a node given one
 	// need not probe it for conflicts (Known).
 	answered map[string]bool
-	dirty  map[string]bool       // tenants changed since Take
-	all    bool                  // every tenant changed (pools changed)
-	notify chan struct{}
+	dirty    map[string]bool // tenants changed since Take
+	all      bool            // every tenant changed (pools changed)
+	notify   chan struct{}
 }
 
 type ownerEntry struct {
