@@ -125,8 +125,25 @@ func (r *Responder) Conflicts() []Conflict {
 	return out
 }
 
+// Probing returns the addresses being probed, and so not answered yet,
+// per interface.
+func (r *Responder) Probing() map[string][]netip.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]netip.Addr{}
+	for name, lk := range r.links {
+		lk.mu.Lock()
+		for a := range lk.probes {
+			out[name] = append(out[name], a)
+		}
+		lk.mu.Unlock()
+	}
+	return out
+}
+
 // ConflictsChanged is signalled when the set of conflicts changes (not when
-// one is only seen again).
+// one is only seen again), and when an address starts or stops being
+// probed.
 func (r *Responder) ConflictsChanged() <-chan struct{} { return r.conflictsChanged }
 
 func compareStrings(a, b string) int {
@@ -244,6 +261,7 @@ func (l *link) probe(addr netip.Addr) {
 	pr := &probeRun{conflict: make(chan net.HardwareAddr, 1)}
 	l.probes[addr] = pr
 	l.mu.Unlock()
+	l.r.signalConflicts()
 	l.wg.Go(func() { l.probeLoop(addr, pr) })
 }
 
@@ -323,6 +341,7 @@ func (l *link) probeLoop(addr netip.Addr, pr *probeRun) {
 	}
 	l.r.mu.Unlock()
 	l.r.clearConflict(l.name, addr)
+	l.r.signalConflicts()
 	l.r.log.Info("no other host answered the probes; answering", "interface", l.name, "addr", addr)
 }
 

@@ -35,9 +35,11 @@ type Prober interface {
 	SetKnown(known []netip.Addr)
 }
 
-// Conflicts reports other hosts using the node's L2 addresses.
+// Conflicts reports other hosts using the node's L2 addresses, and the
+// addresses being probed for them (not answered yet).
 type Conflicts interface {
 	Conflicts() []l2.Conflict
+	Probing() map[string][]netip.Addr
 	ConflictsChanged() <-chan struct{}
 }
 
@@ -135,10 +137,11 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 			refusals.log(ctx, r.logger, errs, err)
 		}
 		var conflicts []l2.Conflict
+		var probing map[string][]netip.Addr
 		if r.conflicts != nil {
-			conflicts = r.conflicts.Conflicts()
+			conflicts, probing = r.conflicts.Conflicts(), r.conflicts.Probing()
 		}
-		if st := status(answered, conflicts, r.speaker.Sessions()); !proto.Equal(st, reported) {
+		if st := status(answered, probing, conflicts, r.speaker.Sessions()); !proto.Equal(st, reported) {
 			r.session.SetStatus(st)
 			reported = st
 		}
@@ -187,14 +190,22 @@ func interfacesToProto(itfs []links.Interface) []*ipamv1.NetworkInterface {
 }
 
 // status describes what the node announces: the L2 addresses it answers
-// for (not those another host was found using before the node answered,
-// on any of their interfaces), the conflicts, and each prefix under the peers whose established sessions the
+// for (not those it is still probing, or another host was found using
+// before the node answered, on an interface), the conflicts, and each prefix under the peers whose established sessions the
 // speaker reports sending it (GoBGP's adj-RIB-out), not the plan's routes: a
 // route the speaker refused, or one to a peer that is down, is not
 // announced.
-func status(desired map[string][]netip.Addr, conflicts []l2.Conflict, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
+func status(desired, probing map[string][]netip.Addr, conflicts []l2.Conflict, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
 	st := &ipamv1.AnnouncerStatus{}
 	blocked := map[string]map[netip.Addr]bool{}
+	for itf, addrs := range probing {
+		for _, a := range addrs {
+			if blocked[itf] == nil {
+				blocked[itf] = map[netip.Addr]bool{}
+			}
+			blocked[itf][a] = true
+		}
+	}
 	for _, c := range conflicts {
 		if c.Probe {
 			if blocked[c.Interface] == nil {
