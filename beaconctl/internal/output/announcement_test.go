@@ -291,6 +291,22 @@ tenants/acme/allocations/a1   default/web   192.0.2.7   pools/web   -         no
 tenants/acme/allocations/a2   default/db    192.0.2.8   pools/web   -         -
 `,
 		},
+		{
+			name: "allocation with a conflict",
+			write: func(b *bytes.Buffer) error {
+				return AllocationDetailTable(b, []*ipamv1.Allocation{{
+					Name: "tenants/acme/allocations/a1", Owner: "default/web", Addresses: []string{"198.51.100.7"}, Pool: "pools/web",
+					Conditions: []*ipamv1.AllocationCondition{{
+						Type: "Conflict", Address: "198.51.100.7", Announcer: "tenants/acme/announcers/node-1", Interface: "eth0",
+						HardwareAddress: "02:00:00:00:00:09", Message: "another host uses it",
+					}},
+				}})
+			},
+			want: `NAME                          OWNER         ADDRESSES      POOL        EXPIRES   ANNOUNCED-BY
+tenants/acme/allocations/a1   default/web   198.51.100.7   pools/web   -         -
+Conflict: default/web 198.51.100.7 on node-1/eth0, MAC 02:00:00:00:00:09: another host uses it
+`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
