@@ -254,6 +254,31 @@ BGP sessions:
 `,
 		},
 		{
+			name: "details with a conflict",
+			write: func(b *bytes.Buffer) error {
+				return AnnouncerDetails(b, &ipamv1.Announcer{Name: "tenants/acme/announcers/node-3", Live: true, Status: &ipamv1.AnnouncerStatus{
+					Conflicts: []*ipamv1.AddressConflict{{Address: "198.51.100.7", Interface: "eth0", HardwareAddress: "02:00:00:00:00:09", BeforeAnswering: true}},
+				}})
+			},
+			want: `Name:        tenants/acme/announcers/node-3
+Live:        true
+Connected:   -
+Draining:    false
+Excluded:    false
+Labels:      -
+
+Interfaces: none
+
+Announced: none
+
+BGP sessions: none
+
+Conflicts:
+  ADDRESS        INTERFACE   OTHER-MAC           FOUND-BY   SINCE
+  198.51.100.7   eth0        02:00:00:00:00:09   probe      -
+`,
+		},
+		{
 			name: "details of a drained node that is away",
 			write: func(b *bytes.Buffer) error {
 				return AnnouncerDetails(b, &ipamv1.Announcer{Name: "tenants/acme/announcers/node-2", Draining: true})

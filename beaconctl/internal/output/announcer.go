@@ -192,7 +192,25 @@ func AnnouncerDetails(w io.Writer, a *ipamv1.Announcer) error {
 			strconv.FormatUint(uint64(s.GetAdvertisedPrefixes()), 10),
 		})
 	}
-	return section(w, "BGP sessions", []string{"PEER", "STATE", "BFD", "SINCE", "PREFIXES"}, sessRows)
+	if err := section(w, "BGP sessions", []string{"PEER", "STATE", "BFD", "SINCE", "PREFIXES"}, sessRows); err != nil {
+		return err
+	}
+	// Conflicts, only when there are: other hosts using the node's L2
+	// addresses. "probe": found before answering (not answered there);
+	// "claim": another host claimed an address the node answers for.
+	conflicts := a.GetStatus().GetConflicts()
+	if len(conflicts) == 0 {
+		return nil
+	}
+	rows := make([][]string, 0, len(conflicts))
+	for _, c := range conflicts {
+		how := "claim"
+		if c.GetBeforeAnswering() {
+			how = "probe"
+		}
+		rows = append(rows, []string{c.GetAddress(), c.GetInterface(), c.GetHardwareAddress(), how, Timestamp(c.GetFirstSeenTime())})
+	}
+	return section(w, "Conflicts", []string{"ADDRESS", "INTERFACE", "OTHER-MAC", "FOUND-BY", "SINCE"}, rows)
 }
 
 // section writes a blank line, "TITLE:" and an indented table, or
