@@ -81,6 +81,7 @@ func (s *State) Replace(events []ipam.Event, _ int64) {
 	for _, ev := range events {
 		s.apply(ev)
 	}
+	s.pruneAnswered()
 	s.all = true
 	s.mu.Unlock()
 	s.signal()
@@ -100,6 +101,22 @@ func (s *State) Apply(events []ipam.Event, _ int64) {
 	s.mu.Unlock()
 	if changed {
 		s.signal()
+	}
+}
+
+// pruneAnswered forgets the answered addresses no allocation holds, after
+// a reload in which their deletions may have been missed.
+func (s *State) pruneAnswered() {
+	held := map[string]bool{}
+	for id, a := range s.allocs {
+		for _, addr := range a.Addrs {
+			held[tenantOf(id)+"/"+addr.String()] = true
+		}
+	}
+	for k := range s.answered {
+		if !held[k] {
+			delete(s.answered, k)
+		}
 	}
 }
 

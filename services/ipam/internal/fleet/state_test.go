@@ -100,4 +100,14 @@ func TestKnownAndConflicts(t *testing.T) {
 	check("n1 gone", known{N1A1: true, N2A1: true, N2A2: true})
 	st.Apply([]ipam.Event{{Ref: allocRef, Deleted: true}}, 3)
 	check("allocation deleted", known{N2A2: true})
+
+	// A reload forgets addresses whose allocation went while it was not
+	// watching.
+	st.Apply([]ipam.Event{
+		{Ref: allocRef, Value: &ipam.Allocation{Tenant: "c1", ID: "web", Addrs: []netip.Addr{a1}}},
+		{Ref: nodeRef("n3"), Value: &ipam.Node{Tenant: "c1", Name: "n3", Announced: []ipam.AnnouncedAddr{{Addr: a1.String()}}}},
+	}, 4)
+	check("a1 answered again", known{N1A1: true, N2A1: true, N2A2: true})
+	st.Replace(nil, 5)
+	check("reloaded without the allocation", known{})
 }
