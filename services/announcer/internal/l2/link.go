@@ -151,7 +151,16 @@ func (l *link) read(conn *packet.Conn, decide decider) {
 			l.defend(target)
 			continue
 		}
-		if v != answered || l.probing(target) {
+		if v == answered && l.probing(target) {
+			// Another host probing the address we probe wants it too
+			// (RFC 5227 section 2.1.1): it is in use; its request is not
+			// answered.
+			if isProbe(buf[:n]) {
+				l.claimedWhileProbing(target, net.HardwareAddr(buf[6:12]))
+			}
+			continue
+		}
+		if v != answered {
 			continue
 		}
 		// The right is asked for here, after the frame was read: a node

@@ -23,7 +23,8 @@ import (
 // duplicate address detection solicitations (RFC 4862, source ::), Count of
 // them Interval apart, then waits Wait. Any claim on the address meanwhile
 // (an ARP packet whose sender address is it, a neighbor advertisement for
-// it, a solicitation from it) is a conflict: the node does not answer for
+// it, a solicitation from it), or another host's probe for it, is a
+// conflict: the node does not answer for
 // the address on that interface, records the conflict with the other host's
 // MAC, and probes again every Retry until the address is free.
 //
@@ -343,6 +344,20 @@ func (l *link) probeLoop(addr netip.Addr, pr *probeRun) {
 	l.r.clearConflict(l.name, addr)
 	l.r.signalConflicts()
 	l.r.log.Info("no other host answered the probes; answering", "interface", l.name, "addr", addr)
+}
+
+// isProbe reports whether a frame that answerARP or answerNS accepted as a
+// request is a probe: an ARP request from 0.0.0.0 or a DAD solicitation
+// (from ::).
+func isProbe(frame []byte) bool {
+	const arpSenderIP = ethHeaderLen + 14 // after hardware/protocol types, lengths, operation, sender MAC
+	switch binary.BigEndian.Uint16(frame[12:14]) {
+	case uint16(ethernet.EtherTypeARP):
+		return len(frame) >= arpSenderIP+4 && netip.AddrFrom4([4]byte(frame[arpSenderIP:arpSenderIP+4])).IsUnspecified()
+	case uint16(ethernet.EtherTypeIPv6):
+		return len(frame) >= ethHeaderLen+24 && netip.AddrFrom16([16]byte(frame[ethHeaderLen+8:ethHeaderLen+24])).IsUnspecified()
+	}
+	return false
 }
 
 // sendProbe sends one ARP probe or DAD solicitation for addr.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 )
 
@@ -75,5 +76,37 @@ func TestDADProbe(t *testing.T) {
 	// Another node that answers for the address defends it (a valid DAD).
 	if _, target, v := answerNS(b, otherMAC(), answerOnly(addr.String())); v != answered || target != addr {
 		t.Errorf("another responder: %v for %v, want %v", v, target, answered)
+	}
+}
+
+// isProbe tells probes (ARP from 0.0.0.0, DAD from ::) from ordinary
+// requests, which a node probing an address leaves unanswered; another
+// host's probe for it is a conflict (RFC 5227 section 2.1.1).
+func TestIsProbe(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::7")
+	arpP, err := arpProbe(otherMAC(), v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dad, err := dadNS(otherMAC(), v6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snm, _ := ndp.SolicitedNodeMulticast(v6)
+	snmMAC, _ := solicitedNodeMAC(v6)
+	tests := []struct {
+		name  string
+		frame []byte
+		want  bool
+	}{
+		{"ARP probe", arpP, true},
+		{"DAD", dad, true},
+		{"ARP request", buildARP(t, arpIn{ethDst: ethernet.Broadcast, ethSrc: otherMAC(), op: arp.OperationRequest, senderHW: otherMAC(), senderIP: "198.51.100.9", targetIP: v4.String()}), false},
+		{"solicitation", buildNS(t, nsIn{ethDst: snmMAC, ethSrc: otherMAC(), src: "2001:db8::9", dst: snm.String(), hopLimit: 255, target: v6.String(), sourceLL: otherMAC()}), false},
+	}
+	for _, tt := range tests {
+		if got := isProbe(tt.frame); got != tt.want {
+			t.Errorf("%s: isProbe = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
