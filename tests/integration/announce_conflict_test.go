@@ -53,8 +53,9 @@ func mustRun(ctx context.Context, t *testing.T, h *netlab.Host, args ...string) 
 // not answer; the allocation shows a Conflict condition per address naming
 // the client's MAC. Once the client lets the addresses go, a node answers
 // for them and the conditions go. Then another host (the prober's
-// namespace) starts using the IPv4 address: the owner sees its gratuitous
-// ARP and the allocation shows that conflict too.
+// namespace) starts using both: the owners see its gratuitous ARP and its
+// solicitation from the IPv6 address, and the allocation shows those
+// conflicts too.
 func TestL2ConflictWithAnotherHost(t *testing.T) {
 	requireLab(t, "arping", "ndisc6", "ping")
 	c := newCluster(t, e2e.Options{Nodes: 2})
@@ -130,13 +131,20 @@ func TestL2ConflictWithAnotherHost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Another host starts using the IPv4 address: a conflict seen in the
-	// traffic, the owner still answering.
+	// Another host starts using both addresses (a gratuitous ARP; a
+	// solicitation from the IPv6 address, as its kernel sends when it
+	// pings from it): conflicts seen in the traffic, the owners still
+	// answering.
 	other := hostMAC(ctx, t, c.Prober)
 	mustRun(ctx, t, c.Prober, "ip", "addr", "add", v4.String()+"/32", "dev", "eth0")
+	mustRun(ctx, t, c.Prober, "ip", "-6", "addr", "add", v6.String()+"/64", "dev", "eth0", "nodad")
 	mustRun(ctx, t, c.Prober, "arping", "-U", "-c", "1", "-I", "eth0", "-s", v4.String(), v4.String())
-	waitRows([]conflictRow{{"Conflict", v4.String(), other, false}}, 15*time.Second)
+	_, _ = c.Prober.Run(ctx, "ping", "-6", "-c", "1", "-W", "1", "-I", v6.String(), e2e.ClientAddr6.String()) // the echo's fate does not matter
+	waitRows([]conflictRow{{"Conflict", v4.String(), other, false}, {"Conflict", v6.String(), other, false}}, 15*time.Second)
 	if _, err := c.WaitL2Owner(ctx, 5*time.Second, v4); err != nil {
 		t.Errorf("owner %s no longer reports answering for %s: %v", owner.Name, v4, err)
+	}
+	if _, err := c.WaitL2Owner(ctx, 5*time.Second, v6); err != nil {
+		t.Errorf("%s no longer answered: %v", v6, err)
 	}
 }
