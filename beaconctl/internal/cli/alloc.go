@@ -211,7 +211,9 @@ func newAllocGetCommand(g *globals) *cobra.Command {
 		Short: "Show an allocation",
 		Long: `Show an allocation, named by its name "tenants/TENANT/allocations/ID" or by
 its OWNER with --tenant. ANNOUNCED-BY lists the nodes that announce its
-addresses, each with its protocol: NODE(L2) or NODE(BGP).`,
+addresses, each with its protocol: NODE(L2) or NODE(BGP). Conditions follow
+the table, a line each: "Conflict: ..." when another host on the segment uses
+one of its L2 addresses (naming its MAC, the node and interface that saw it).`,
 		Example: `  beaconctl alloc get tenants/acme/allocations/a1b2c3d4e5f60718293a4
   beaconctl alloc get default/web --tenant acme -o json`,
 		Args: exactArgs("NAME or OWNER"),

@@ -254,6 +254,31 @@ BGP sessions:
 `,
 		},
 		{
+			name: "details with a conflict",
+			write: func(b *bytes.Buffer) error {
+				return AnnouncerDetails(b, &ipamv1.Announcer{Name: "tenants/acme/announcers/node-3", Live: true, Status: &ipamv1.AnnouncerStatus{
+					Conflicts: []*ipamv1.AddressConflict{{Address: "198.51.100.7", Interface: "eth0", HardwareAddress: "02:00:00:00:00:09", BeforeAnswering: true}},
+				}})
+			},
+			want: `Name:        tenants/acme/announcers/node-3
+Live:        true
+Connected:   -
+Draining:    false
+Excluded:    false
+Labels:      -
+
+Interfaces: none
+
+Announced: none
+
+BGP sessions: none
+
+Conflicts:
+  ADDRESS        INTERFACE   OTHER-MAC           FOUND-BY   SINCE
+  198.51.100.7   eth0        02:00:00:00:00:09   probe      -
+`,
+		},
+		{
 			name: "details of a drained node that is away",
 			write: func(b *bytes.Buffer) error {
 				return AnnouncerDetails(b, &ipamv1.Announcer{Name: "tenants/acme/announcers/node-2", Draining: true})
@@ -289,6 +314,22 @@ BGP sessions: none
 			want: `NAME                          OWNER         ADDRESSES   POOL        EXPIRES   ANNOUNCED-BY
 tenants/acme/allocations/a1   default/web   192.0.2.7   pools/web   -         node-1(L2),node-2(BGP)
 tenants/acme/allocations/a2   default/db    192.0.2.8   pools/web   -         -
+`,
+		},
+		{
+			name: "allocation with a conflict",
+			write: func(b *bytes.Buffer) error {
+				return AllocationDetailTable(b, []*ipamv1.Allocation{{
+					Name: "tenants/acme/allocations/a1", Owner: "default/web", Addresses: []string{"198.51.100.7"}, Pool: "pools/web",
+					Conditions: []*ipamv1.AllocationCondition{{
+						Type: "Conflict", Address: "198.51.100.7", Announcer: "tenants/acme/announcers/node-1", Interface: "eth0",
+						HardwareAddress: "02:00:00:00:00:09", Message: "another host uses it",
+					}},
+				}})
+			},
+			want: `NAME                          OWNER         ADDRESSES      POOL        EXPIRES   ANNOUNCED-BY
+tenants/acme/allocations/a1   default/web   198.51.100.7   pools/web   -         -
+Conflict: default/web 198.51.100.7 on node-1/eth0, MAC 02:00:00:00:00:09: another host uses it
 `,
 		},
 	}

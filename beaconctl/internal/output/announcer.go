@@ -55,7 +55,27 @@ func AllocationDetailTable(w io.Writer, allocs []*ipamv1.Allocation) error {
 			Announcements(a.GetAnnouncements()),
 		})
 	}
-	return writeRows(w, []string{"NAME", "OWNER", "ADDRESSES", "POOL", "EXPIRES", "ANNOUNCED-BY"}, rows)
+	if err := writeRows(w, []string{"NAME", "OWNER", "ADDRESSES", "POOL", "EXPIRES", "ANNOUNCED-BY"}, rows); err != nil {
+		return err
+	}
+	return conditionLines(w, allocs)
+}
+
+// conditionLines writes, after an allocation table, one line per condition
+// of the allocations (another host using an L2 address, say), or nothing
+// when there is none:
+//
+//	Conflict: default/web 192.0.2.5 on n1/eth0, MAC 02:00:00:00:00:09: another host ...
+func conditionLines(w io.Writer, allocs []*ipamv1.Allocation) error {
+	for _, a := range allocs {
+		for _, c := range a.GetConditions() {
+			if _, err := fmt.Fprintf(w, "%s: %s %s on %s/%s, MAC %s: %s\n", c.GetType(), a.GetOwner(), c.GetAddress(),
+				NodeName(c.GetAnnouncer()), c.GetInterface(), c.GetHardwareAddress(), c.GetMessage()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // interfaceNames renders a node's interfaces by name, marking those that
@@ -172,7 +192,25 @@ func AnnouncerDetails(w io.Writer, a *ipamv1.Announcer) error {
 			strconv.FormatUint(uint64(s.GetAdvertisedPrefixes()), 10),
 		})
 	}
-	return section(w, "BGP sessions", []string{"PEER", "STATE", "BFD", "SINCE", "PREFIXES"}, sessRows)
+	if err := section(w, "BGP sessions", []string{"PEER", "STATE", "BFD", "SINCE", "PREFIXES"}, sessRows); err != nil {
+		return err
+	}
+	// Conflicts, only when there are: other hosts using the node's L2
+	// addresses. "probe": found before answering (not answered there);
+	// "claim": another host claimed an address the node answers for.
+	conflicts := a.GetStatus().GetConflicts()
+	if len(conflicts) == 0 {
+		return nil
+	}
+	rows := make([][]string, 0, len(conflicts))
+	for _, c := range conflicts {
+		how := "claim"
+		if c.GetBeforeAnswering() {
+			how = "probe"
+		}
+		rows = append(rows, []string{c.GetAddress(), c.GetInterface(), c.GetHardwareAddress(), how, Timestamp(c.GetFirstSeenTime())})
+	}
+	return section(w, "Conflicts", []string{"ADDRESS", "INTERFACE", "OTHER-MAC", "FOUND-BY", "SINCE"}, rows)
 }
 
 // section writes a blank line, "TITLE:" and an indented table, or

@@ -134,6 +134,9 @@ type Config struct {
 	SyncNodes bool
 	// NodeResync re-applies the Nodes' labels this often (default 30 s).
 	NodeResync time.Duration
+	// ConflictPoll is how often the allocations' conditions are read for
+	// address conflicts to put on Services as Warning Events (default 10 s).
+	ConflictPoll time.Duration
 	// LeaderElection, if enabled, makes only the Lease holder reconcile.
 	LeaderElection LeaderElection
 }
@@ -209,6 +212,9 @@ func New(kc *Cluster, ipam IPAM, logger *slog.Logger, cfg Config) (*Controller, 
 	}
 	if cfg.NodeResync <= 0 {
 		cfg.NodeResync = 30 * time.Second
+	}
+	if cfg.ConflictPoll <= 0 {
+		cfg.ConflictPoll = 10 * time.Second
 	}
 	c := &Controller{
 		cfg: cfg, kube: kc, ipam: ipam, logger: logger, gate: newGate(),
@@ -323,6 +329,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		wg.Go(func() { c.nodes.run(ctx) })
 	}
 	wg.Go(func() { c.followAllocations(ctx) })
+	wg.Go(func() { c.followConflicts(ctx) })
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.processNext(ctx) {

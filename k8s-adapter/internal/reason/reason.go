@@ -34,6 +34,10 @@ const (
 	// the address is gone (as with MetalLB) and the Service gets another one
 	// if another pool serves it.
 	PoolDeleted = "PoolDeleted"
+	// AddressConflict: another host on the segment uses one of the
+	// Service's L2 addresses (the IPAM's Conflict condition); the message
+	// names the host's MAC and whether the node answers for the address.
+	AddressConflict = "AddressConflict"
 	// DeprecatedAnnotation: the Service uses a metallb.universe.tf/
 	// annotation; it works, the metallb.io/ or beacon.io/ one is preferred.
 	DeprecatedAnnotation = "DeprecatedAnnotation"
@@ -106,6 +110,7 @@ var Meaning = map[string]string{
 	AllocationFailed:       "the Service got no address; the message says why",
 	ReleaseFailed:          "giving back the Service's address failed; retried",
 	PoolDeleted:            "the Service's pool was deleted, and with it its address",
+	AddressConflict:        "another host on the segment uses one of the Service's addresses",
 	DeprecatedAnnotation:   "a metallb.universe.tf/ annotation is used",
 	ConflictingAnnotations: "one setting is given twice with different values",
 	InvalidAnnotation:      "an annotation's value cannot be used",

@@ -246,7 +246,7 @@ func (x AllocationEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AllocationEvent_Type.Descriptor instead.
 func (AllocationEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{17, 0}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // Allocation is the set of addresses held by one owner: one per family.
@@ -309,8 +309,11 @@ type Allocation struct {
 	// Output only. Set on the allocations ListAllocations returns with held
 	// set: when the hold keeping the released owner's addresses ends.
 	HoldExpireTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=hold_expire_time,json=holdExpireTime,proto3" json:"hold_expire_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Output only. Conditions of the allocation's addresses, such as another
+	// host on the segment already using an L2 address (type "Conflict").
+	Conditions    []*AllocationCondition `protobuf:"bytes,40,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -511,6 +514,116 @@ func (x *Allocation) GetHoldExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Allocation) GetConditions() []*AllocationCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// AllocationCondition is something wrong with an allocation's addresses.
+type AllocationCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "Conflict": another host on the segment uses the address. A node
+	// found it before answering for the address (ARP probe, IPv6 duplicate
+	// address detection) and does not answer for it, or saw another host
+	// claim it while answering for it.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// The address.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The node that saw it, "tenants/{tenant}/announcers/{node}".
+	Announcer string `protobuf:"bytes,3,opt,name=announcer,proto3" json:"announcer,omitempty"`
+	// The node's interface.
+	Interface string `protobuf:"bytes,4,opt,name=interface,proto3" json:"interface,omitempty"`
+	// The other host's MAC address.
+	HardwareAddress string `protobuf:"bytes,5,opt,name=hardware_address,json=hardwareAddress,proto3" json:"hardware_address,omitempty"`
+	// A sentence for people.
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// When the node first saw it.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocationCondition) Reset() {
+	*x = AllocationCondition{}
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocationCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocationCondition) ProtoMessage() {}
+
+func (x *AllocationCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocationCondition.ProtoReflect.Descriptor instead.
+func (*AllocationCondition) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AllocationCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetAnnouncer() string {
+	if x != nil {
+		return x.Announcer
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetHardwareAddress() string {
+	if x != nil {
+		return x.HardwareAddress
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AllocationCondition) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // AllocationAnnouncement is one node announcing an allocation's addresses.
 type AllocationAnnouncement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -528,7 +641,7 @@ type AllocationAnnouncement struct {
 
 func (x *AllocationAnnouncement) Reset() {
 	*x = AllocationAnnouncement{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +653,7 @@ func (x *AllocationAnnouncement) String() string {
 func (*AllocationAnnouncement) ProtoMessage() {}
 
 func (x *AllocationAnnouncement) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[1]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +666,7 @@ func (x *AllocationAnnouncement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationAnnouncement.ProtoReflect.Descriptor instead.
 func (*AllocationAnnouncement) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{1}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AllocationAnnouncement) GetAnnouncer() string {
@@ -601,7 +714,7 @@ type UpdateAllocationRequest struct {
 
 func (x *UpdateAllocationRequest) Reset() {
 	*x = UpdateAllocationRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +726,7 @@ func (x *UpdateAllocationRequest) String() string {
 func (*UpdateAllocationRequest) ProtoMessage() {}
 
 func (x *UpdateAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[2]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +739,7 @@ func (x *UpdateAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAllocationRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{2}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpdateAllocationRequest) GetAllocation() *Allocation {
@@ -661,7 +774,7 @@ type UpdateAllocationResponse struct {
 
 func (x *UpdateAllocationResponse) Reset() {
 	*x = UpdateAllocationResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +786,7 @@ func (x *UpdateAllocationResponse) String() string {
 func (*UpdateAllocationResponse) ProtoMessage() {}
 
 func (x *UpdateAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[3]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +799,7 @@ func (x *UpdateAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAllocationResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{3}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpdateAllocationResponse) GetAllocation() *Allocation {
@@ -709,7 +822,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +834,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[4]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +847,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{4}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Port) GetPort() int32 {
@@ -768,7 +881,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +893,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[5]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +906,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{5}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AllocateRequest) GetParent() string {
@@ -830,7 +943,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +955,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[6]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +968,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{6}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AllocateResponse) GetAllocation() *Allocation {
@@ -895,7 +1008,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1020,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[7]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1033,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{7}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -978,7 +1091,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1103,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[8]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1116,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{8}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseResponse) GetAddresses() []string {
@@ -1031,7 +1144,7 @@ type GetAllocationRequest struct {
 
 func (x *GetAllocationRequest) Reset() {
 	*x = GetAllocationRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1156,7 @@ func (x *GetAllocationRequest) String() string {
 func (*GetAllocationRequest) ProtoMessage() {}
 
 func (x *GetAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1169,7 @@ func (x *GetAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocationRequest.ProtoReflect.Descriptor instead.
 func (*GetAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{9}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetAllocationRequest) GetName() string {
@@ -1077,7 +1190,7 @@ type GetAllocationResponse struct {
 
 func (x *GetAllocationResponse) Reset() {
 	*x = GetAllocationResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1202,7 @@ func (x *GetAllocationResponse) String() string {
 func (*GetAllocationResponse) ProtoMessage() {}
 
 func (x *GetAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1215,7 @@ func (x *GetAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocationResponse.ProtoReflect.Descriptor instead.
 func (*GetAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{10}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetAllocationResponse) GetAllocation() *Allocation {
@@ -1135,7 +1248,7 @@ type ListAllocationsRequest struct {
 
 func (x *ListAllocationsRequest) Reset() {
 	*x = ListAllocationsRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1260,7 @@ func (x *ListAllocationsRequest) String() string {
 func (*ListAllocationsRequest) ProtoMessage() {}
 
 func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1273,7 @@ func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{11}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListAllocationsRequest) GetParent() string {
@@ -1211,7 +1324,7 @@ type ListAllocationsResponse struct {
 
 func (x *ListAllocationsResponse) Reset() {
 	*x = ListAllocationsResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1336,7 @@ func (x *ListAllocationsResponse) String() string {
 func (*ListAllocationsResponse) ProtoMessage() {}
 
 func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1349,7 @@ func (x *ListAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{12}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListAllocationsResponse) GetAllocations() []*Allocation {
@@ -1268,7 +1381,7 @@ type RenewAllocationRequest struct {
 
 func (x *RenewAllocationRequest) Reset() {
 	*x = RenewAllocationRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1393,7 @@ func (x *RenewAllocationRequest) String() string {
 func (*RenewAllocationRequest) ProtoMessage() {}
 
 func (x *RenewAllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1406,7 @@ func (x *RenewAllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllocationRequest.ProtoReflect.Descriptor instead.
 func (*RenewAllocationRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{13}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewAllocationRequest) GetName() string {
@@ -1328,7 +1441,7 @@ type RenewAllocationResponse struct {
 
 func (x *RenewAllocationResponse) Reset() {
 	*x = RenewAllocationResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1453,7 @@ func (x *RenewAllocationResponse) String() string {
 func (*RenewAllocationResponse) ProtoMessage() {}
 
 func (x *RenewAllocationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1466,7 @@ func (x *RenewAllocationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllocationResponse.ProtoReflect.Descriptor instead.
 func (*RenewAllocationResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{14}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewAllocationResponse) GetAllocation() *Allocation {
@@ -1378,7 +1491,7 @@ type WatchAllocationsRequest struct {
 
 func (x *WatchAllocationsRequest) Reset() {
 	*x = WatchAllocationsRequest{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1503,7 @@ func (x *WatchAllocationsRequest) String() string {
 func (*WatchAllocationsRequest) ProtoMessage() {}
 
 func (x *WatchAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1516,7 @@ func (x *WatchAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{15}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchAllocationsRequest) GetParent() string {
@@ -1435,7 +1548,7 @@ type WatchAllocationsResponse struct {
 
 func (x *WatchAllocationsResponse) Reset() {
 	*x = WatchAllocationsResponse{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1560,7 @@ func (x *WatchAllocationsResponse) String() string {
 func (*WatchAllocationsResponse) ProtoMessage() {}
 
 func (x *WatchAllocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1573,7 @@ func (x *WatchAllocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAllocationsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAllocationsResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{16}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchAllocationsResponse) GetEvents() []*AllocationEvent {
@@ -1497,7 +1610,7 @@ type AllocationEvent struct {
 
 func (x *AllocationEvent) Reset() {
 	*x = AllocationEvent{}
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1622,7 @@ func (x *AllocationEvent) String() string {
 func (*AllocationEvent) ProtoMessage() {}
 
 func (x *AllocationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_allocation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1635,7 @@ func (x *AllocationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationEvent.ProtoReflect.Descriptor instead.
 func (*AllocationEvent) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{17}
+	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AllocationEvent) GetType() AllocationEvent_Type {
@@ -1543,7 +1656,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\n" +
 	"\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
@@ -1576,13 +1689,24 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\vupdate_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12L\n" +
 	"\rannouncements\x18\x17 \x03(\v2&.beacon.ipam.v1.AllocationAnnouncementR\rannouncements\x12D\n" +
-	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x1a>\n" +
+	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x12C\n" +
+	"\n" +
+	"conditions\x18( \x03(\v2#.beacon.ipam.v1.AllocationConditionR\n" +
+	"conditions\x1a>\n" +
 	"\x10OwnerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
 	"\x14NamespaceLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x01\n" +
+	"\x13AllocationCondition\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1c\n" +
+	"\tannouncer\x18\x03 \x01(\tR\tannouncer\x12\x1c\n" +
+	"\tinterface\x18\x04 \x01(\tR\tinterface\x12)\n" +
+	"\x10hardware_address\x18\x05 \x01(\tR\x0fhardwareAddress\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xae\x01\n" +
 	"\x16AllocationAnnouncement\x12\x1c\n" +
 	"\tannouncer\x18\x01 \x01(\tR\tannouncer\x12@\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2$.beacon.ipam.v1.AnnouncementProtocolR\bprotocol\x12\x1e\n" +
@@ -1705,86 +1829,89 @@ func file_beacon_ipam_v1_allocation_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_ipam_v1_allocation_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_beacon_ipam_v1_allocation_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_beacon_ipam_v1_allocation_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_beacon_ipam_v1_allocation_proto_goTypes = []any{
 	(IPFamilyPolicy)(0),              // 0: beacon.ipam.v1.IPFamilyPolicy
 	(TrafficPolicy)(0),               // 1: beacon.ipam.v1.TrafficPolicy
 	(Protocol)(0),                    // 2: beacon.ipam.v1.Protocol
 	(AllocationEvent_Type)(0),        // 3: beacon.ipam.v1.AllocationEvent.Type
 	(*Allocation)(nil),               // 4: beacon.ipam.v1.Allocation
-	(*AllocationAnnouncement)(nil),   // 5: beacon.ipam.v1.AllocationAnnouncement
-	(*UpdateAllocationRequest)(nil),  // 6: beacon.ipam.v1.UpdateAllocationRequest
-	(*UpdateAllocationResponse)(nil), // 7: beacon.ipam.v1.UpdateAllocationResponse
-	(*Port)(nil),                     // 8: beacon.ipam.v1.Port
-	(*AllocateRequest)(nil),          // 9: beacon.ipam.v1.AllocateRequest
-	(*AllocateResponse)(nil),         // 10: beacon.ipam.v1.AllocateResponse
-	(*ReleaseRequest)(nil),           // 11: beacon.ipam.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),          // 12: beacon.ipam.v1.ReleaseResponse
-	(*GetAllocationRequest)(nil),     // 13: beacon.ipam.v1.GetAllocationRequest
-	(*GetAllocationResponse)(nil),    // 14: beacon.ipam.v1.GetAllocationResponse
-	(*ListAllocationsRequest)(nil),   // 15: beacon.ipam.v1.ListAllocationsRequest
-	(*ListAllocationsResponse)(nil),  // 16: beacon.ipam.v1.ListAllocationsResponse
-	(*RenewAllocationRequest)(nil),   // 17: beacon.ipam.v1.RenewAllocationRequest
-	(*RenewAllocationResponse)(nil),  // 18: beacon.ipam.v1.RenewAllocationResponse
-	(*WatchAllocationsRequest)(nil),  // 19: beacon.ipam.v1.WatchAllocationsRequest
-	(*WatchAllocationsResponse)(nil), // 20: beacon.ipam.v1.WatchAllocationsResponse
-	(*AllocationEvent)(nil),          // 21: beacon.ipam.v1.AllocationEvent
-	nil,                              // 22: beacon.ipam.v1.Allocation.OwnerLabelsEntry
-	nil,                              // 23: beacon.ipam.v1.Allocation.NamespaceLabelsEntry
-	(IPFamily)(0),                    // 24: beacon.ipam.v1.IPFamily
-	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
-	(AnnouncementProtocol)(0),        // 27: beacon.ipam.v1.AnnouncementProtocol
-	(*fieldmaskpb.FieldMask)(nil),    // 28: google.protobuf.FieldMask
+	(*AllocationCondition)(nil),      // 5: beacon.ipam.v1.AllocationCondition
+	(*AllocationAnnouncement)(nil),   // 6: beacon.ipam.v1.AllocationAnnouncement
+	(*UpdateAllocationRequest)(nil),  // 7: beacon.ipam.v1.UpdateAllocationRequest
+	(*UpdateAllocationResponse)(nil), // 8: beacon.ipam.v1.UpdateAllocationResponse
+	(*Port)(nil),                     // 9: beacon.ipam.v1.Port
+	(*AllocateRequest)(nil),          // 10: beacon.ipam.v1.AllocateRequest
+	(*AllocateResponse)(nil),         // 11: beacon.ipam.v1.AllocateResponse
+	(*ReleaseRequest)(nil),           // 12: beacon.ipam.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),          // 13: beacon.ipam.v1.ReleaseResponse
+	(*GetAllocationRequest)(nil),     // 14: beacon.ipam.v1.GetAllocationRequest
+	(*GetAllocationResponse)(nil),    // 15: beacon.ipam.v1.GetAllocationResponse
+	(*ListAllocationsRequest)(nil),   // 16: beacon.ipam.v1.ListAllocationsRequest
+	(*ListAllocationsResponse)(nil),  // 17: beacon.ipam.v1.ListAllocationsResponse
+	(*RenewAllocationRequest)(nil),   // 18: beacon.ipam.v1.RenewAllocationRequest
+	(*RenewAllocationResponse)(nil),  // 19: beacon.ipam.v1.RenewAllocationResponse
+	(*WatchAllocationsRequest)(nil),  // 20: beacon.ipam.v1.WatchAllocationsRequest
+	(*WatchAllocationsResponse)(nil), // 21: beacon.ipam.v1.WatchAllocationsResponse
+	(*AllocationEvent)(nil),          // 22: beacon.ipam.v1.AllocationEvent
+	nil,                              // 23: beacon.ipam.v1.Allocation.OwnerLabelsEntry
+	nil,                              // 24: beacon.ipam.v1.Allocation.NamespaceLabelsEntry
+	(IPFamily)(0),                    // 25: beacon.ipam.v1.IPFamily
+	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 27: google.protobuf.Timestamp
+	(AnnouncementProtocol)(0),        // 28: beacon.ipam.v1.AnnouncementProtocol
+	(*fieldmaskpb.FieldMask)(nil),    // 29: google.protobuf.FieldMask
 }
 var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
-	22, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
-	23, // 1: beacon.ipam.v1.Allocation.namespace_labels:type_name -> beacon.ipam.v1.Allocation.NamespaceLabelsEntry
-	24, // 2: beacon.ipam.v1.Allocation.ip_families:type_name -> beacon.ipam.v1.IPFamily
+	23, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
+	24, // 1: beacon.ipam.v1.Allocation.namespace_labels:type_name -> beacon.ipam.v1.Allocation.NamespaceLabelsEntry
+	25, // 2: beacon.ipam.v1.Allocation.ip_families:type_name -> beacon.ipam.v1.IPFamily
 	0,  // 3: beacon.ipam.v1.Allocation.ip_family_policy:type_name -> beacon.ipam.v1.IPFamilyPolicy
-	8,  // 4: beacon.ipam.v1.Allocation.ports:type_name -> beacon.ipam.v1.Port
+	9,  // 4: beacon.ipam.v1.Allocation.ports:type_name -> beacon.ipam.v1.Port
 	1,  // 5: beacon.ipam.v1.Allocation.traffic_policy:type_name -> beacon.ipam.v1.TrafficPolicy
-	25, // 6: beacon.ipam.v1.Allocation.ttl:type_name -> google.protobuf.Duration
-	26, // 7: beacon.ipam.v1.Allocation.expire_time:type_name -> google.protobuf.Timestamp
-	26, // 8: beacon.ipam.v1.Allocation.create_time:type_name -> google.protobuf.Timestamp
-	26, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
-	26, // 11: beacon.ipam.v1.Allocation.hold_expire_time:type_name -> google.protobuf.Timestamp
-	27, // 12: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
-	4,  // 13: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	28, // 14: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 15: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	2,  // 16: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
-	4,  // 17: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 18: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	25, // 19: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
-	26, // 20: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 21: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 22: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
-	25, // 23: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 24: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	21, // 25: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
-	3,  // 26: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
-	4,  // 27: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
-	9,  // 28: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
-	11, // 29: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
-	13, // 30: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
-	15, // 31: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
-	17, // 32: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
-	6,  // 33: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
-	19, // 34: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
-	10, // 35: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
-	12, // 36: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
-	14, // 37: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
-	16, // 38: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
-	18, // 39: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
-	7,  // 40: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
-	20, // 41: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	26, // 6: beacon.ipam.v1.Allocation.ttl:type_name -> google.protobuf.Duration
+	27, // 7: beacon.ipam.v1.Allocation.expire_time:type_name -> google.protobuf.Timestamp
+	27, // 8: beacon.ipam.v1.Allocation.create_time:type_name -> google.protobuf.Timestamp
+	27, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
+	27, // 11: beacon.ipam.v1.Allocation.hold_expire_time:type_name -> google.protobuf.Timestamp
+	5,  // 12: beacon.ipam.v1.Allocation.conditions:type_name -> beacon.ipam.v1.AllocationCondition
+	27, // 13: beacon.ipam.v1.AllocationCondition.since:type_name -> google.protobuf.Timestamp
+	28, // 14: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	4,  // 15: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	29, // 16: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,  // 17: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	2,  // 18: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
+	4,  // 19: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 20: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	26, // 21: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
+	27, // 22: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 23: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 24: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
+	26, // 25: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 26: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	22, // 27: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
+	3,  // 28: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
+	4,  // 29: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
+	10, // 30: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
+	12, // 31: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
+	14, // 32: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
+	16, // 33: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
+	18, // 34: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
+	7,  // 35: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
+	20, // 36: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
+	11, // 37: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
+	13, // 38: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
+	15, // 39: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
+	17, // 40: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
+	19, // 41: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
+	8,  // 42: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
+	21, // 43: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
+	37, // [37:44] is the sub-list for method output_type
+	30, // [30:37] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_allocation_proto_init() }
@@ -1800,7 +1927,7 @@ func file_beacon_ipam_v1_allocation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_allocation_proto_rawDesc), len(file_beacon_ipam_v1_allocation_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -738,7 +738,9 @@ type AnnouncerStatus struct {
 	// The addresses.
 	Announced []*AnnouncedAddress `protobuf:"bytes,1,rep,name=announced,proto3" json:"announced,omitempty"`
 	// The BGP sessions.
-	Sessions      []*BGPSessionStatus `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []*BGPSessionStatus `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Other hosts seen using L2 addresses of the node's plan.
+	Conflicts     []*AddressConflict `protobuf:"bytes,3,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -787,6 +789,99 @@ func (x *AnnouncerStatus) GetSessions() []*BGPSessionStatus {
 	return nil
 }
 
+func (x *AnnouncerStatus) GetConflicts() []*AddressConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+// AddressConflict is another host using an L2 address of the node's plan,
+// seen on one interface.
+type AddressConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The address.
+	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// The interface it was seen on.
+	Interface string `protobuf:"bytes,2,opt,name=interface,proto3" json:"interface,omitempty"`
+	// The other host's MAC address.
+	HardwareAddress string `protobuf:"bytes,3,opt,name=hardware_address,json=hardwareAddress,proto3" json:"hardware_address,omitempty"`
+	// Found by probing before the node answered for the address: the node
+	// does not answer for it on this interface (it probes again every few
+	// seconds). False: another host claimed an address the node answers
+	// for; the node goes on answering and defending it.
+	BeforeAnswering bool `protobuf:"varint,4,opt,name=before_answering,json=beforeAnswering,proto3" json:"before_answering,omitempty"`
+	// When the node first saw the other host use it.
+	FirstSeenTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_seen_time,json=firstSeenTime,proto3" json:"first_seen_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddressConflict) Reset() {
+	*x = AddressConflict{}
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddressConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddressConflict) ProtoMessage() {}
+
+func (x *AddressConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddressConflict.ProtoReflect.Descriptor instead.
+func (*AddressConflict) Descriptor() ([]byte, []int) {
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AddressConflict) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *AddressConflict) GetInterface() string {
+	if x != nil {
+		return x.Interface
+	}
+	return ""
+}
+
+func (x *AddressConflict) GetHardwareAddress() string {
+	if x != nil {
+		return x.HardwareAddress
+	}
+	return ""
+}
+
+func (x *AddressConflict) GetBeforeAnswering() bool {
+	if x != nil {
+		return x.BeforeAnswering
+	}
+	return false
+}
+
+func (x *AddressConflict) GetFirstSeenTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeenTime
+	}
+	return nil
+}
+
 // PlanPeer is a BGP session the node must have.
 type PlanPeer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -800,7 +895,7 @@ type PlanPeer struct {
 
 func (x *PlanPeer) Reset() {
 	*x = PlanPeer{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +907,7 @@ func (x *PlanPeer) String() string {
 func (*PlanPeer) ProtoMessage() {}
 
 func (x *PlanPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[9]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +920,7 @@ func (x *PlanPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPeer.ProtoReflect.Descriptor instead.
 func (*PlanPeer) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{9}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PlanPeer) GetPeer() *BGPPeer {
@@ -862,7 +957,7 @@ type PlanRoute struct {
 
 func (x *PlanRoute) Reset() {
 	*x = PlanRoute{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +969,7 @@ func (x *PlanRoute) String() string {
 func (*PlanRoute) ProtoMessage() {}
 
 func (x *PlanRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[10]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +982,7 @@ func (x *PlanRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRoute.ProtoReflect.Descriptor instead.
 func (*PlanRoute) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{10}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanRoute) GetPrefix() string {
@@ -938,7 +1033,7 @@ type RouteKey struct {
 
 func (x *RouteKey) Reset() {
 	*x = RouteKey{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1045,7 @@ func (x *RouteKey) String() string {
 func (*RouteKey) ProtoMessage() {}
 
 func (x *RouteKey) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[11]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1058,7 @@ func (x *RouteKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteKey.ProtoReflect.Descriptor instead.
 func (*RouteKey) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{11}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RouteKey) GetPrefix() string {
@@ -986,14 +1081,18 @@ type PlanL2Address struct {
 	// The address.
 	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
 	// The interfaces to answer on; empty: every interface.
-	Interfaces    []string `protobuf:"bytes,2,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	Interfaces []string `protobuf:"bytes,2,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// Beacon was already answering for the address (on this node or on
+	// another, which it moves from): the node answers at once, without
+	// probing for another host using it first.
+	Known         bool `protobuf:"varint,3,opt,name=known,proto3" json:"known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanL2Address) Reset() {
 	*x = PlanL2Address{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1104,7 @@ func (x *PlanL2Address) String() string {
 func (*PlanL2Address) ProtoMessage() {}
 
 func (x *PlanL2Address) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[12]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1117,7 @@ func (x *PlanL2Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanL2Address.ProtoReflect.Descriptor instead.
 func (*PlanL2Address) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{12}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanL2Address) GetAddress() string {
@@ -1033,6 +1132,13 @@ func (x *PlanL2Address) GetInterfaces() []string {
 		return x.Interfaces
 	}
 	return nil
+}
+
+func (x *PlanL2Address) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
 }
 
 // Plan is everything a node must announce.
@@ -1050,7 +1156,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1168,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[13]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1181,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{13}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Plan) GetPeers() []*PlanPeer {
@@ -1121,7 +1227,7 @@ type PlanChange struct {
 
 func (x *PlanChange) Reset() {
 	*x = PlanChange{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1239,7 @@ func (x *PlanChange) String() string {
 func (*PlanChange) ProtoMessage() {}
 
 func (x *PlanChange) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[14]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1252,7 @@ func (x *PlanChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanChange.ProtoReflect.Descriptor instead.
 func (*PlanChange) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{14}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanChange) GetUpsertPeers() []*PlanPeer {
@@ -1216,7 +1322,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1334,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[15]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1347,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{15}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubscribeResponse) GetBody() isSubscribeResponse_Body {
@@ -1336,7 +1442,7 @@ type Announcer struct {
 
 func (x *Announcer) Reset() {
 	*x = Announcer{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1454,7 @@ func (x *Announcer) String() string {
 func (*Announcer) ProtoMessage() {}
 
 func (x *Announcer) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[16]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1467,7 @@ func (x *Announcer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announcer.ProtoReflect.Descriptor instead.
 func (*Announcer) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{16}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Announcer) GetName() string {
@@ -1431,7 +1537,7 @@ type GetAnnouncerRequest struct {
 
 func (x *GetAnnouncerRequest) Reset() {
 	*x = GetAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1549,7 @@ func (x *GetAnnouncerRequest) String() string {
 func (*GetAnnouncerRequest) ProtoMessage() {}
 
 func (x *GetAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[17]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1562,7 @@ func (x *GetAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*GetAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{17}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetAnnouncerRequest) GetName() string {
@@ -1477,7 +1583,7 @@ type GetAnnouncerResponse struct {
 
 func (x *GetAnnouncerResponse) Reset() {
 	*x = GetAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1595,7 @@ func (x *GetAnnouncerResponse) String() string {
 func (*GetAnnouncerResponse) ProtoMessage() {}
 
 func (x *GetAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[18]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1608,7 @@ func (x *GetAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*GetAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{18}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1527,7 +1633,7 @@ type ListAnnouncersRequest struct {
 
 func (x *ListAnnouncersRequest) Reset() {
 	*x = ListAnnouncersRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1645,7 @@ func (x *ListAnnouncersRequest) String() string {
 func (*ListAnnouncersRequest) ProtoMessage() {}
 
 func (x *ListAnnouncersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[19]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1658,7 @@ func (x *ListAnnouncersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAnnouncersRequest.ProtoReflect.Descriptor instead.
 func (*ListAnnouncersRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{19}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAnnouncersRequest) GetParent() string {
@@ -1589,7 +1695,7 @@ type ListAnnouncersResponse struct {
 
 func (x *ListAnnouncersResponse) Reset() {
 	*x = ListAnnouncersResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1707,7 @@ func (x *ListAnnouncersResponse) String() string {
 func (*ListAnnouncersResponse) ProtoMessage() {}
 
 func (x *ListAnnouncersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[20]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1720,7 @@ func (x *ListAnnouncersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAnnouncersResponse.ProtoReflect.Descriptor instead.
 func (*ListAnnouncersResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{20}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListAnnouncersResponse) GetAnnouncers() []*Announcer {
@@ -1642,7 +1748,7 @@ type DrainAnnouncerRequest struct {
 
 func (x *DrainAnnouncerRequest) Reset() {
 	*x = DrainAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1760,7 @@ func (x *DrainAnnouncerRequest) String() string {
 func (*DrainAnnouncerRequest) ProtoMessage() {}
 
 func (x *DrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[21]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1773,7 @@ func (x *DrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*DrainAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{21}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainAnnouncerRequest) GetName() string {
@@ -1688,7 +1794,7 @@ type DrainAnnouncerResponse struct {
 
 func (x *DrainAnnouncerResponse) Reset() {
 	*x = DrainAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1806,7 @@ func (x *DrainAnnouncerResponse) String() string {
 func (*DrainAnnouncerResponse) ProtoMessage() {}
 
 func (x *DrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[22]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1819,7 @@ func (x *DrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*DrainAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{22}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DrainAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1734,7 +1840,7 @@ type UndrainAnnouncerRequest struct {
 
 func (x *UndrainAnnouncerRequest) Reset() {
 	*x = UndrainAnnouncerRequest{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1852,7 @@ func (x *UndrainAnnouncerRequest) String() string {
 func (*UndrainAnnouncerRequest) ProtoMessage() {}
 
 func (x *UndrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[23]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1865,7 @@ func (x *UndrainAnnouncerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainAnnouncerRequest.ProtoReflect.Descriptor instead.
 func (*UndrainAnnouncerRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{23}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UndrainAnnouncerRequest) GetName() string {
@@ -1780,7 +1886,7 @@ type UndrainAnnouncerResponse struct {
 
 func (x *UndrainAnnouncerResponse) Reset() {
 	*x = UndrainAnnouncerResponse{}
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1898,7 @@ func (x *UndrainAnnouncerResponse) String() string {
 func (*UndrainAnnouncerResponse) ProtoMessage() {}
 
 func (x *UndrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[24]
+	mi := &file_beacon_ipam_v1_announcer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1911,7 @@ func (x *UndrainAnnouncerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainAnnouncerResponse.ProtoReflect.Descriptor instead.
 func (*UndrainAnnouncerResponse) Descriptor() ([]byte, []int) {
-	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{24}
+	return file_beacon_ipam_v1_announcer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UndrainAnnouncerResponse) GetAnnouncer() *Announcer {
@@ -1874,10 +1980,17 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\fSTATE_ACTIVE\x10\x03\x12\x13\n" +
 	"\x0fSTATE_OPEN_SENT\x10\x04\x12\x16\n" +
 	"\x12STATE_OPEN_CONFIRM\x10\x05\x12\x15\n" +
-	"\x11STATE_ESTABLISHED\x10\x06\"\x8f\x01\n" +
+	"\x11STATE_ESTABLISHED\x10\x06\"\xce\x01\n" +
 	"\x0fAnnouncerStatus\x12>\n" +
 	"\tannounced\x18\x01 \x03(\v2 .beacon.ipam.v1.AnnouncedAddressR\tannounced\x12<\n" +
-	"\bsessions\x18\x02 \x03(\v2 .beacon.ipam.v1.BGPSessionStatusR\bsessions\"e\n" +
+	"\bsessions\x18\x02 \x03(\v2 .beacon.ipam.v1.BGPSessionStatusR\bsessions\x12=\n" +
+	"\tconflicts\x18\x03 \x03(\v2\x1f.beacon.ipam.v1.AddressConflictR\tconflicts\"\xe3\x01\n" +
+	"\x0fAddressConflict\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1c\n" +
+	"\tinterface\x18\x02 \x01(\tR\tinterface\x12)\n" +
+	"\x10hardware_address\x18\x03 \x01(\tR\x0fhardwareAddress\x12)\n" +
+	"\x10before_answering\x18\x04 \x01(\bR\x0fbeforeAnswering\x12B\n" +
+	"\x0ffirst_seen_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"e\n" +
 	"\bPlanPeer\x12+\n" +
 	"\x04peer\x18\x01 \x01(\v2\x17.beacon.ipam.v1.BGPPeerR\x04peer\x12,\n" +
 	"\x03bfd\x18\x02 \x01(\v2\x1a.beacon.ipam.v1.BFDProfileR\x03bfd\"\xa5\x01\n" +
@@ -1890,12 +2003,13 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"local_pref\x18\x05 \x01(\rR\tlocalPref\"6\n" +
 	"\bRouteKey\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
-	"\x04peer\x18\x02 \x01(\tR\x04peer\"I\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\"_\n" +
 	"\rPlanL2Address\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1e\n" +
 	"\n" +
 	"interfaces\x18\x02 \x03(\tR\n" +
-	"interfaces\"\xab\x01\n" +
+	"interfaces\x12\x14\n" +
+	"\x05known\x18\x03 \x01(\bR\x05known\"\xab\x01\n" +
 	"\x04Plan\x12.\n" +
 	"\x05peers\x18\x01 \x03(\v2\x18.beacon.ipam.v1.PlanPeerR\x05peers\x121\n" +
 	"\x06routes\x18\x02 \x03(\v2\x19.beacon.ipam.v1.PlanRouteR\x06routes\x12@\n" +
@@ -1975,7 +2089,7 @@ func file_beacon_ipam_v1_announcer_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_ipam_v1_announcer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_beacon_ipam_v1_announcer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_beacon_ipam_v1_announcer_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_beacon_ipam_v1_announcer_proto_goTypes = []any{
 	(AnnouncementProtocol)(0),        // 0: beacon.ipam.v1.AnnouncementProtocol
 	(BGPSessionStatus_State)(0),      // 1: beacon.ipam.v1.BGPSessionStatus.State
@@ -1988,79 +2102,82 @@ var file_beacon_ipam_v1_announcer_proto_goTypes = []any{
 	(*AnnouncedAddress)(nil),         // 8: beacon.ipam.v1.AnnouncedAddress
 	(*BGPSessionStatus)(nil),         // 9: beacon.ipam.v1.BGPSessionStatus
 	(*AnnouncerStatus)(nil),          // 10: beacon.ipam.v1.AnnouncerStatus
-	(*PlanPeer)(nil),                 // 11: beacon.ipam.v1.PlanPeer
-	(*PlanRoute)(nil),                // 12: beacon.ipam.v1.PlanRoute
-	(*RouteKey)(nil),                 // 13: beacon.ipam.v1.RouteKey
-	(*PlanL2Address)(nil),            // 14: beacon.ipam.v1.PlanL2Address
-	(*Plan)(nil),                     // 15: beacon.ipam.v1.Plan
-	(*PlanChange)(nil),               // 16: beacon.ipam.v1.PlanChange
-	(*SubscribeResponse)(nil),        // 17: beacon.ipam.v1.SubscribeResponse
-	(*Announcer)(nil),                // 18: beacon.ipam.v1.Announcer
-	(*GetAnnouncerRequest)(nil),      // 19: beacon.ipam.v1.GetAnnouncerRequest
-	(*GetAnnouncerResponse)(nil),     // 20: beacon.ipam.v1.GetAnnouncerResponse
-	(*ListAnnouncersRequest)(nil),    // 21: beacon.ipam.v1.ListAnnouncersRequest
-	(*ListAnnouncersResponse)(nil),   // 22: beacon.ipam.v1.ListAnnouncersResponse
-	(*DrainAnnouncerRequest)(nil),    // 23: beacon.ipam.v1.DrainAnnouncerRequest
-	(*DrainAnnouncerResponse)(nil),   // 24: beacon.ipam.v1.DrainAnnouncerResponse
-	(*UndrainAnnouncerRequest)(nil),  // 25: beacon.ipam.v1.UndrainAnnouncerRequest
-	(*UndrainAnnouncerResponse)(nil), // 26: beacon.ipam.v1.UndrainAnnouncerResponse
-	nil,                              // 27: beacon.ipam.v1.SubscribeHello.LabelsEntry
-	nil,                              // 28: beacon.ipam.v1.Announcer.LabelsEntry
-	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
-	(*BGPPeer)(nil),                  // 31: beacon.ipam.v1.BGPPeer
-	(*BFDProfile)(nil),               // 32: beacon.ipam.v1.BFDProfile
+	(*AddressConflict)(nil),          // 11: beacon.ipam.v1.AddressConflict
+	(*PlanPeer)(nil),                 // 12: beacon.ipam.v1.PlanPeer
+	(*PlanRoute)(nil),                // 13: beacon.ipam.v1.PlanRoute
+	(*RouteKey)(nil),                 // 14: beacon.ipam.v1.RouteKey
+	(*PlanL2Address)(nil),            // 15: beacon.ipam.v1.PlanL2Address
+	(*Plan)(nil),                     // 16: beacon.ipam.v1.Plan
+	(*PlanChange)(nil),               // 17: beacon.ipam.v1.PlanChange
+	(*SubscribeResponse)(nil),        // 18: beacon.ipam.v1.SubscribeResponse
+	(*Announcer)(nil),                // 19: beacon.ipam.v1.Announcer
+	(*GetAnnouncerRequest)(nil),      // 20: beacon.ipam.v1.GetAnnouncerRequest
+	(*GetAnnouncerResponse)(nil),     // 21: beacon.ipam.v1.GetAnnouncerResponse
+	(*ListAnnouncersRequest)(nil),    // 22: beacon.ipam.v1.ListAnnouncersRequest
+	(*ListAnnouncersResponse)(nil),   // 23: beacon.ipam.v1.ListAnnouncersResponse
+	(*DrainAnnouncerRequest)(nil),    // 24: beacon.ipam.v1.DrainAnnouncerRequest
+	(*DrainAnnouncerResponse)(nil),   // 25: beacon.ipam.v1.DrainAnnouncerResponse
+	(*UndrainAnnouncerRequest)(nil),  // 26: beacon.ipam.v1.UndrainAnnouncerRequest
+	(*UndrainAnnouncerResponse)(nil), // 27: beacon.ipam.v1.UndrainAnnouncerResponse
+	nil,                              // 28: beacon.ipam.v1.SubscribeHello.LabelsEntry
+	nil,                              // 29: beacon.ipam.v1.Announcer.LabelsEntry
+	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(*BGPPeer)(nil),                  // 32: beacon.ipam.v1.BGPPeer
+	(*BFDProfile)(nil),               // 33: beacon.ipam.v1.BFDProfile
 }
 var file_beacon_ipam_v1_announcer_proto_depIdxs = []int32{
 	4,  // 0: beacon.ipam.v1.SubscribeRequest.hello:type_name -> beacon.ipam.v1.SubscribeHello
 	5,  // 1: beacon.ipam.v1.SubscribeRequest.heartbeat:type_name -> beacon.ipam.v1.Heartbeat
 	10, // 2: beacon.ipam.v1.SubscribeRequest.status:type_name -> beacon.ipam.v1.AnnouncerStatus
 	7,  // 3: beacon.ipam.v1.SubscribeRequest.interfaces:type_name -> beacon.ipam.v1.InterfacesUpdate
-	27, // 4: beacon.ipam.v1.SubscribeHello.labels:type_name -> beacon.ipam.v1.SubscribeHello.LabelsEntry
+	28, // 4: beacon.ipam.v1.SubscribeHello.labels:type_name -> beacon.ipam.v1.SubscribeHello.LabelsEntry
 	2,  // 5: beacon.ipam.v1.SubscribeHello.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
-	29, // 6: beacon.ipam.v1.HeartbeatAck.valid_for:type_name -> google.protobuf.Duration
+	30, // 6: beacon.ipam.v1.HeartbeatAck.valid_for:type_name -> google.protobuf.Duration
 	2,  // 7: beacon.ipam.v1.InterfacesUpdate.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
 	0,  // 8: beacon.ipam.v1.AnnouncedAddress.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
 	1,  // 9: beacon.ipam.v1.BGPSessionStatus.state:type_name -> beacon.ipam.v1.BGPSessionStatus.State
-	30, // 10: beacon.ipam.v1.BGPSessionStatus.since:type_name -> google.protobuf.Timestamp
+	31, // 10: beacon.ipam.v1.BGPSessionStatus.since:type_name -> google.protobuf.Timestamp
 	8,  // 11: beacon.ipam.v1.AnnouncerStatus.announced:type_name -> beacon.ipam.v1.AnnouncedAddress
 	9,  // 12: beacon.ipam.v1.AnnouncerStatus.sessions:type_name -> beacon.ipam.v1.BGPSessionStatus
-	31, // 13: beacon.ipam.v1.PlanPeer.peer:type_name -> beacon.ipam.v1.BGPPeer
-	32, // 14: beacon.ipam.v1.PlanPeer.bfd:type_name -> beacon.ipam.v1.BFDProfile
-	11, // 15: beacon.ipam.v1.Plan.peers:type_name -> beacon.ipam.v1.PlanPeer
-	12, // 16: beacon.ipam.v1.Plan.routes:type_name -> beacon.ipam.v1.PlanRoute
-	14, // 17: beacon.ipam.v1.Plan.l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
-	11, // 18: beacon.ipam.v1.PlanChange.upsert_peers:type_name -> beacon.ipam.v1.PlanPeer
-	12, // 19: beacon.ipam.v1.PlanChange.upsert_routes:type_name -> beacon.ipam.v1.PlanRoute
-	13, // 20: beacon.ipam.v1.PlanChange.remove_routes:type_name -> beacon.ipam.v1.RouteKey
-	14, // 21: beacon.ipam.v1.PlanChange.upsert_l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
-	15, // 22: beacon.ipam.v1.SubscribeResponse.snapshot:type_name -> beacon.ipam.v1.Plan
-	16, // 23: beacon.ipam.v1.SubscribeResponse.change:type_name -> beacon.ipam.v1.PlanChange
-	29, // 24: beacon.ipam.v1.SubscribeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 25: beacon.ipam.v1.SubscribeResponse.heartbeat_ack:type_name -> beacon.ipam.v1.HeartbeatAck
-	28, // 26: beacon.ipam.v1.Announcer.labels:type_name -> beacon.ipam.v1.Announcer.LabelsEntry
-	2,  // 27: beacon.ipam.v1.Announcer.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
-	10, // 28: beacon.ipam.v1.Announcer.status:type_name -> beacon.ipam.v1.AnnouncerStatus
-	30, // 29: beacon.ipam.v1.Announcer.connect_time:type_name -> google.protobuf.Timestamp
-	18, // 30: beacon.ipam.v1.GetAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	18, // 31: beacon.ipam.v1.ListAnnouncersResponse.announcers:type_name -> beacon.ipam.v1.Announcer
-	18, // 32: beacon.ipam.v1.DrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	18, // 33: beacon.ipam.v1.UndrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
-	3,  // 34: beacon.ipam.v1.AnnouncerService.Subscribe:input_type -> beacon.ipam.v1.SubscribeRequest
-	19, // 35: beacon.ipam.v1.AnnouncerService.GetAnnouncer:input_type -> beacon.ipam.v1.GetAnnouncerRequest
-	21, // 36: beacon.ipam.v1.AnnouncerService.ListAnnouncers:input_type -> beacon.ipam.v1.ListAnnouncersRequest
-	23, // 37: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:input_type -> beacon.ipam.v1.DrainAnnouncerRequest
-	25, // 38: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:input_type -> beacon.ipam.v1.UndrainAnnouncerRequest
-	17, // 39: beacon.ipam.v1.AnnouncerService.Subscribe:output_type -> beacon.ipam.v1.SubscribeResponse
-	20, // 40: beacon.ipam.v1.AnnouncerService.GetAnnouncer:output_type -> beacon.ipam.v1.GetAnnouncerResponse
-	22, // 41: beacon.ipam.v1.AnnouncerService.ListAnnouncers:output_type -> beacon.ipam.v1.ListAnnouncersResponse
-	24, // 42: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:output_type -> beacon.ipam.v1.DrainAnnouncerResponse
-	26, // 43: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:output_type -> beacon.ipam.v1.UndrainAnnouncerResponse
-	39, // [39:44] is the sub-list for method output_type
-	34, // [34:39] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	11, // 13: beacon.ipam.v1.AnnouncerStatus.conflicts:type_name -> beacon.ipam.v1.AddressConflict
+	31, // 14: beacon.ipam.v1.AddressConflict.first_seen_time:type_name -> google.protobuf.Timestamp
+	32, // 15: beacon.ipam.v1.PlanPeer.peer:type_name -> beacon.ipam.v1.BGPPeer
+	33, // 16: beacon.ipam.v1.PlanPeer.bfd:type_name -> beacon.ipam.v1.BFDProfile
+	12, // 17: beacon.ipam.v1.Plan.peers:type_name -> beacon.ipam.v1.PlanPeer
+	13, // 18: beacon.ipam.v1.Plan.routes:type_name -> beacon.ipam.v1.PlanRoute
+	15, // 19: beacon.ipam.v1.Plan.l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
+	12, // 20: beacon.ipam.v1.PlanChange.upsert_peers:type_name -> beacon.ipam.v1.PlanPeer
+	13, // 21: beacon.ipam.v1.PlanChange.upsert_routes:type_name -> beacon.ipam.v1.PlanRoute
+	14, // 22: beacon.ipam.v1.PlanChange.remove_routes:type_name -> beacon.ipam.v1.RouteKey
+	15, // 23: beacon.ipam.v1.PlanChange.upsert_l2_addresses:type_name -> beacon.ipam.v1.PlanL2Address
+	16, // 24: beacon.ipam.v1.SubscribeResponse.snapshot:type_name -> beacon.ipam.v1.Plan
+	17, // 25: beacon.ipam.v1.SubscribeResponse.change:type_name -> beacon.ipam.v1.PlanChange
+	30, // 26: beacon.ipam.v1.SubscribeResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 27: beacon.ipam.v1.SubscribeResponse.heartbeat_ack:type_name -> beacon.ipam.v1.HeartbeatAck
+	29, // 28: beacon.ipam.v1.Announcer.labels:type_name -> beacon.ipam.v1.Announcer.LabelsEntry
+	2,  // 29: beacon.ipam.v1.Announcer.interfaces:type_name -> beacon.ipam.v1.NetworkInterface
+	10, // 30: beacon.ipam.v1.Announcer.status:type_name -> beacon.ipam.v1.AnnouncerStatus
+	31, // 31: beacon.ipam.v1.Announcer.connect_time:type_name -> google.protobuf.Timestamp
+	19, // 32: beacon.ipam.v1.GetAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	19, // 33: beacon.ipam.v1.ListAnnouncersResponse.announcers:type_name -> beacon.ipam.v1.Announcer
+	19, // 34: beacon.ipam.v1.DrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	19, // 35: beacon.ipam.v1.UndrainAnnouncerResponse.announcer:type_name -> beacon.ipam.v1.Announcer
+	3,  // 36: beacon.ipam.v1.AnnouncerService.Subscribe:input_type -> beacon.ipam.v1.SubscribeRequest
+	20, // 37: beacon.ipam.v1.AnnouncerService.GetAnnouncer:input_type -> beacon.ipam.v1.GetAnnouncerRequest
+	22, // 38: beacon.ipam.v1.AnnouncerService.ListAnnouncers:input_type -> beacon.ipam.v1.ListAnnouncersRequest
+	24, // 39: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:input_type -> beacon.ipam.v1.DrainAnnouncerRequest
+	26, // 40: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:input_type -> beacon.ipam.v1.UndrainAnnouncerRequest
+	18, // 41: beacon.ipam.v1.AnnouncerService.Subscribe:output_type -> beacon.ipam.v1.SubscribeResponse
+	21, // 42: beacon.ipam.v1.AnnouncerService.GetAnnouncer:output_type -> beacon.ipam.v1.GetAnnouncerResponse
+	23, // 43: beacon.ipam.v1.AnnouncerService.ListAnnouncers:output_type -> beacon.ipam.v1.ListAnnouncersResponse
+	25, // 44: beacon.ipam.v1.AnnouncerService.DrainAnnouncer:output_type -> beacon.ipam.v1.DrainAnnouncerResponse
+	27, // 45: beacon.ipam.v1.AnnouncerService.UndrainAnnouncer:output_type -> beacon.ipam.v1.UndrainAnnouncerResponse
+	41, // [41:46] is the sub-list for method output_type
+	36, // [36:41] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_announcer_proto_init() }
@@ -2075,7 +2192,7 @@ func file_beacon_ipam_v1_announcer_proto_init() {
 		(*SubscribeRequest_Status)(nil),
 		(*SubscribeRequest_Interfaces)(nil),
 	}
-	file_beacon_ipam_v1_announcer_proto_msgTypes[15].OneofWrappers = []any{
+	file_beacon_ipam_v1_announcer_proto_msgTypes[16].OneofWrappers = []any{
 		(*SubscribeResponse_Snapshot)(nil),
 		(*SubscribeResponse_Change)(nil),
 	}
@@ -2085,7 +2202,7 @@ func file_beacon_ipam_v1_announcer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_ipam_v1_announcer_proto_rawDesc), len(file_beacon_ipam_v1_announcer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,7 +23,9 @@ func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder, righ
 	announcements, err5 := m.Int64ObservableCounter("beacon.announcer.l2.announcements", metric.WithDescription("Gratuitous ARP / unsolicited NA frames sent"))
 	withheld, err6 := m.Int64ObservableCounter("beacon.announcer.l2.withheld", metric.WithDescription("Replies and announcements not sent: the node's right to answer had run out (frozen, stalled or cut off from the IPAM)"))
 	valid, err7 := m.Int64ObservableGauge("beacon.announcer.l2.right_valid", metric.WithDescription("1 while the IPAM's grant lets the node answer for its L2 addresses, else 0"))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	conflicts, err8 := m.Int64ObservableCounter("beacon.announcer.l2.conflicts", metric.WithDescription("Other hosts found using an L2 address of the node's plan (ARP probe or DAD before answering, or a claim on an answered address)"))
+	probes, err9 := m.Int64ObservableCounter("beacon.announcer.l2.probes", metric.WithDescription("ARP probes / DAD solicitations sent before answering for a new address"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
 		return err
 	}
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -42,6 +44,8 @@ func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder, righ
 			o.ObserveInt64(replies, int64(f.Replies), attrs)
 			o.ObserveInt64(announcements, int64(f.Announcements), attrs)
 			o.ObserveInt64(withheld, int64(f.Withheld), attrs)
+			o.ObserveInt64(conflicts, int64(f.Conflicts), attrs)
+			o.ObserveInt64(probes, int64(f.Probes), attrs)
 		}
 		v := int64(0)
 		if rights.Valid() {
@@ -49,6 +53,6 @@ func observe(m metric.Meter, speaker *bgp.Speaker, responder *l2.Responder, righ
 		}
 		o.ObserveInt64(valid, v)
 		return nil
-	}, sessions, prefixes, requests, replies, announcements, withheld, valid)
+	}, sessions, prefixes, requests, replies, announcements, withheld, valid, conflicts, probes)
 	return err
 }

@@ -77,7 +77,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// was granted for, asked by the responder at every frame it sends.
 	rights := tenure.New()
 	client := ipamclient.New(conns, ipamclient.Identity{Tenant: cfg.Tenant, Node: cfg.Node, Labels: cfg.Labels}, logger, ipamclient.Options{Grace: cfg.Grace, Rights: rights})
-	responder := l2.New(logger, l2.Options{Rights: rights})
+	responder := l2.New(logger, l2.Options{Rights: rights, Probe: l2.DefaultProbe()})
 	speaker := bgp.New(logger, bgp.Options{RouterID: routerID, KeepRoutesOnExit: cfg.KeepRoutesOnExit})
 	var l2set reconcile.Responder = responder
 	var local *localaddr.Device
@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		local = localaddr.New(cfg.LocalDevice, logger, localaddr.Options{})
 		l2set = reconcile.Responders{local, responder}
 	}
-	rec := reconcile.New(l2set, rights, speaker, client, logger)
+	rec := reconcile.New(l2set, responder, rights, speaker, client, logger)
 	if err := observe(tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/announcer"), speaker, responder, rights); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -16,6 +16,10 @@ type Plan struct {
 	Routes map[RouteKey]*ipamv1.PlanRoute
 	// L2 addresses with the interfaces to answer on (empty: all).
 	L2 map[netip.Addr][]string
+	// Known are the L2 addresses Beacon was already answering for when
+	// the IPAM gave them to this node: they are answered without probing
+	// for conflicts first.
+	Known map[netip.Addr]bool
 }
 
 // RouteKey names a route.
@@ -25,12 +29,16 @@ type RouteKey struct {
 }
 
 func newPlan() *Plan {
-	return &Plan{Peers: map[string]*ipamv1.PlanPeer{}, Routes: map[RouteKey]*ipamv1.PlanRoute{}, L2: map[netip.Addr][]string{}}
+	return &Plan{Peers: map[string]*ipamv1.PlanPeer{}, Routes: map[RouteKey]*ipamv1.PlanRoute{}, L2: map[netip.Addr][]string{}, Known: map[netip.Addr]bool{}}
 }
 
 // Clone returns a copy that later changes to p do not touch.
 func (p *Plan) Clone() *Plan {
-	return &Plan{Peers: maps.Clone(p.Peers), Routes: maps.Clone(p.Routes), L2: maps.Clone(p.L2)}
+	known := maps.Clone(p.Known)
+	if known == nil {
+		known = map[netip.Addr]bool{}
+	}
+	return &Plan{Peers: maps.Clone(p.Peers), Routes: maps.Clone(p.Routes), L2: maps.Clone(p.L2), Known: known}
 }
 
 // Equal reports whether two plans announce the same things.
@@ -84,6 +92,11 @@ func (p *Plan) upsertRoute(r *ipamv1.PlanRoute) {
 func (p *Plan) upsertL2(l *ipamv1.PlanL2Address) {
 	if a, ok := parseAddr(l.GetAddress()); ok {
 		p.L2[a] = l.GetInterfaces()
+		if l.GetKnown() {
+			p.Known[a] = true
+		} else {
+			delete(p.Known, a)
+		}
 	}
 }
 
@@ -122,6 +135,7 @@ func (p *Plan) apply(c *ipamv1.PlanChange) *Plan {
 	for _, a := range c.GetRemoveL2Addresses() {
 		if addr, ok := parseAddr(a); ok {
 			delete(n.L2, addr)
+			delete(n.Known, addr)
 		}
 	}
 	for _, l := range c.GetUpsertL2Addresses() {

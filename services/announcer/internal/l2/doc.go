@@ -65,4 +65,25 @@
 // sockets are re-created (the interface came back, was re-created, or changed
 // its MAC). Announcements and replies carry the Override flag, so clients
 // replace an entry that still points at the previous node.
+//
+// # Conflict detection
+//
+// With Options.Probe.Count > 0 a node checks, before it first answers for an
+// address on an interface, that no other host uses it (MetalLB #306): for
+// IPv4 it sends RFC 5227 ARP probes (sender address 0.0.0.0), for IPv6
+// duplicate address detection solicitations (RFC 4862, source ::), Count of
+// them Interval apart, then waits Wait. Any claim on the address meanwhile
+// (an ARP packet whose sender address is it, a neighbor advertisement for
+// it, a solicitation from it), or another host's probe for it, is a
+// conflict: the node does not answer for the address on that interface,
+// records the conflict with the other host's MAC (Conflicts), and probes
+// again every Retry until the address is free.
+//
+// Addresses the IPAM says Beacon was already answering for (SetKnown: a
+// failover between Beacon's own nodes, or this announcer restarting) are not
+// probed: they are answered at once, so probing adds no delay to failover.
+//
+// A claim on an address the node already answers for (another host starts
+// using it) is recorded as a conflict too, besides being defended; such a
+// conflict is forgotten Hold after the last claim seen.
 package l2

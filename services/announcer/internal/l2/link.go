@@ -44,6 +44,7 @@ type link struct {
 	mu       sync.Mutex
 	pending  []announcement
 	defended map[netip.Addr]time.Time // last defence per address
+	probes   map[netip.Addr]*probeRun // addresses being probed: not answered yet
 }
 
 // defendInterval is the least time between two defences of one address on
@@ -122,6 +123,9 @@ type decider func(frame []byte, mac net.HardwareAddr, answers func(netip.Addr) b
 
 func (l *link) read(conn *packet.Conn, decide decider) {
 	buf := make([]byte, maxFrame)
+	// Frames are judged against every desired address, probed ones too:
+	// a claim on one being probed is a conflict, a request for one is
+	// not answered.
 	answers := func(a netip.Addr) bool { return l.r.answers(l.name, a) }
 	for {
 		n, _, err := conn.ReadFrom(buf)
@@ -139,7 +143,21 @@ func (l *link) read(conn *packet.Conn, decide decider) {
 			l.r.event(EventRequest, l.name, target)
 		}
 		if v == claimed {
+			other := net.HardwareAddr(buf[6:12]) // the claimer's Ethernet source
+			if l.claimedWhileProbing(target, other) {
+				continue
+			}
+			l.r.recordConflict(l.name, target, other, false)
 			l.defend(target)
+			continue
+		}
+		if v == answered && l.probing(target) {
+			// Another host probing the address we probe wants it too
+			// (RFC 5227 section 2.1.1): it is in use; its request is not
+			// answered.
+			if isProbe(buf[:n]) {
+				l.claimedWhileProbing(target, net.HardwareAddr(buf[6:12]))
+			}
 			continue
 		}
 		if v != answered {
@@ -267,8 +285,8 @@ func (l *link) defend(addr netip.Addr) {
 }
 
 func (l *link) announceOne(addr netip.Addr) {
-	if !l.r.answers(l.name, addr) {
-		return // removed since it was scheduled
+	if !l.r.answers(l.name, addr) || l.probing(addr) {
+		return // removed since it was scheduled, or not answered yet
 	}
 	var (
 		frames [][]byte

@@ -58,6 +58,7 @@ const (
 	EventError                             // a frame could not be sent
 	EventWithheld                          // a reply or announcement not sent: the node had no right to answer
 	EventDefence                           // another host claimed an address answered here, which was announced again
+	EventProbe                             // an ARP probe / DAD solicitation sent before answering for an address
 )
 
 func (k EventKind) String() string {
@@ -74,6 +75,8 @@ func (k EventKind) String() string {
 		return "withheld"
 	case EventDefence:
 		return "defence"
+	case EventProbe:
+		return "probe"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -115,6 +118,9 @@ type Options struct {
 	// desired set says, and every address is announced anew when it
 	// resumes. Nil: always answer (tests of the wire work alone).
 	Rights Rights
+	// Probe configures conflict detection (see ProbeOptions); the zero
+	// value answers new addresses at once, without probing.
+	Probe ProbeOptions
 }
 
 // Rights is the node's right to answer for its addresses.
@@ -151,6 +157,12 @@ type FamilyStats struct {
 	// were answered with an announcement (at most one per address per
 	// 250 ms on a link).
 	Defences uint64
+	// Probes counts ARP probes / DAD solicitations sent.
+	Probes uint64
+	// Conflicts counts conflicts found: another host using an address
+	// this node was told to answer for (once per address and interface
+	// until the conflict is over).
+	Conflicts uint64
 }
 
 // Stats counts a Responder's traffic per family.
@@ -160,7 +172,7 @@ type Stats struct {
 }
 
 type familyCounters struct {
-	requests, replies, announcements, errors, withheld, defences atomic.Uint64
+	requests, replies, announcements, errors, withheld, defences, probes, conflicts atomic.Uint64
 }
 
 func (c *familyCounters) load() FamilyStats {
@@ -171,6 +183,8 @@ func (c *familyCounters) load() FamilyStats {
 		Errors:        c.errors.Load(),
 		Withheld:      c.withheld.Load(),
 		Defences:      c.defences.Load(),
+		Probes:        c.probes.Load(),
+		Conflicts:     c.conflicts.Load(),
 	}
 }
 
@@ -199,6 +213,16 @@ type Responder struct {
 
 	// status is the last logged state per interface; Run's goroutine only.
 	status map[string]string
+
+	// known are the addresses Beacon was already answering for (SetKnown).
+	known atomic.Pointer[map[netip.Addr]bool]
+	// cleared are desired addresses whose probes found no other host;
+	// guarded by mu.
+	cleared map[netip.Addr]bool
+
+	cmu              sync.Mutex
+	conflicts        map[conflictKey]Conflict
+	conflictsChanged chan struct{} // capacity 1
 }
 
 // New returns a Responder that answers for nothing until Set is called and
@@ -219,14 +243,19 @@ func New(logger *slog.Logger, opts Options) *Responder {
 	if opts.Rights == nil {
 		opts.Rights = alwaysRights{}
 	}
+	opts.Probe = opts.Probe.withDefaults()
 	r := &Responder{
-		log:    logger,
-		opts:   opts,
-		wake:   make(chan struct{}, 1),
-		links:  make(map[string]*link),
-		status: make(map[string]string),
+		log:              logger,
+		opts:             opts,
+		wake:             make(chan struct{}, 1),
+		links:            make(map[string]*link),
+		status:           make(map[string]string),
+		cleared:          make(map[netip.Addr]bool),
+		conflicts:        make(map[conflictKey]Conflict),
+		conflictsChanged: make(chan struct{}, 1),
 	}
 	r.plan.Store(&plan{})
+	r.known.Store(&map[netip.Addr]bool{})
 	return r
 }
 
@@ -248,6 +277,11 @@ func (r *Responder) Set(desired map[string][]netip.Addr) error {
 	r.mu.Lock()
 	prev := *r.plan.Load()
 	r.plan.Store(&next)
+	for a := range r.cleared {
+		if !next.hasAnywhere(a) {
+			delete(r.cleared, a)
+		}
+	}
 	for name, addrs := range next {
 		lk := r.links[name]
 		if lk == nil {
@@ -255,13 +289,22 @@ func (r *Responder) Set(desired map[string][]netip.Addr) error {
 		}
 		for a := range addrs {
 			if !prev.has(name, a) {
-				lk.schedule(a, now)
+				lk.start(a, now)
 			}
 		}
 	}
 	r.mu.Unlock()
 	r.poke()
 	return nil
+}
+
+func (p plan) hasAnywhere(a netip.Addr) bool {
+	for _, addrs := range p {
+		if _, ok := addrs[a]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func newPlan(desired map[string][]netip.Addr) (plan, error) {
@@ -330,6 +373,8 @@ func (r *Responder) event(kind EventKind, ifname string, addr netip.Addr) {
 		c.withheld.Add(1)
 	case EventDefence:
 		c.defences.Add(1)
+	case EventProbe:
+		c.probes.Add(1)
 	}
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(Event{Kind: kind, Family: familyOf(addr), Interface: ifname, Addr: addr})
@@ -372,6 +417,7 @@ func (r *Responder) Run(ctx context.Context) error {
 		case <-r.opts.Rights.Resumed():
 			r.announceAll()
 		case <-tick.C:
+			r.expireConflicts(time.Now())
 		case _, ok := <-linkEvents:
 			if !ok {
 				r.log.Warn("link notifications ended; checking interfaces periodically only", "every", r.opts.CheckInterval)
@@ -517,7 +563,7 @@ func (r *Responder) reconcile() {
 			r.mu.Lock()
 			r.links[name] = lk
 			for a := range (*r.plan.Load())[name] {
-				lk.schedule(a, now)
+				lk.start(a, now)
 			}
 			r.mu.Unlock()
 			r.setStatus(name, "answering", fmt.Sprintf("index %d, MAC %s", ifi.Index, ifi.HardwareAddr))

@@ -19,3 +19,12 @@ func (rs Responders) Set(desired map[string][]netip.Addr) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SetKnown passes the known addresses to each consumer that probes.
+func (rs Responders) SetKnown(known []netip.Addr) {
+	for _, r := range rs {
+		if p, ok := r.(Prober); ok {
+			p.SetKnown(known)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -19,12 +20,27 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
+	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/links"
 )
 
 // Responder is the L2 responder.
 type Responder interface {
 	Set(desired map[string][]netip.Addr) error
+}
+
+// Prober is a responder that probes new L2 addresses for other hosts
+// using them, except those Beacon was already answering for.
+type Prober interface {
+	SetKnown(known []netip.Addr)
+}
+
+// Conflicts reports other hosts using the node's L2 addresses, and the
+// addresses being probed for them (not answered yet).
+type Conflicts interface {
+	Conflicts() []l2.Conflict
+	Probing() map[string][]netip.Addr
+	ConflictsChanged() <-chan struct{}
 }
 
 // Speaker is the BGP speaker.
@@ -49,18 +65,21 @@ type Session interface {
 
 // Reconciler drives the responder and the speaker.
 type Reconciler struct {
-	l2       Responder
-	rights   Installer
-	speaker  Speaker
-	session  Session
-	logger   *slog.Logger
-	readFile func(string) ([]byte, error)
+	l2        Responder
+	conflicts Conflicts
+	rights    Installer
+	speaker   Speaker
+	session   Session
+	logger    *slog.Logger
+	readFile  func(string) ([]byte, error)
 }
 
 // New returns a Reconciler. rights learns each plan generation once the
-// responder answers from it.
-func New(l2 Responder, rights Installer, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
-	return &Reconciler{l2: l2, rights: rights, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
+// responder answers from it. conflicts, if not nil, are reported in the
+// node's status; a responder that is a Prober learns the plan's known
+// addresses before each Set.
+func New(responder Responder, conflicts Conflicts, rights Installer, speaker Speaker, session Session, logger *slog.Logger) *Reconciler {
+	return &Reconciler{l2: responder, conflicts: conflicts, rights: rights, speaker: speaker, session: session, logger: logger, readFile: os.ReadFile}
 }
 
 // Run reconciles until ctx is done. interfaces delivers the node's
@@ -69,10 +88,14 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 	var plan *ipamclient.Plan
 	var itfs []links.Interface
 	lost := false
-	var l2 map[string][]netip.Addr
+	var answered map[string][]netip.Addr // the set the responder has
 	var reported *ipamv1.AnnouncerStatus
 	var gen uint64 // of the plan the responder answers from
 	var refusals refusalLog
+	var conflictsChanged <-chan struct{}
+	if r.conflicts != nil {
+		conflictsChanged = r.conflicts.ConflictsChanged()
+	}
 	for {
 		bgpChanged := false
 		next := gen
@@ -85,16 +108,20 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 		case itfs = <-interfaces:
 			r.session.SetInterfaces(interfacesToProto(itfs))
 		case <-r.speaker.Events():
+		case <-conflictsChanged:
 		}
 		installed := true
-		if want := L2Desired(plan, itfs, lost); !sameL2(want, l2) {
+		if want := L2Desired(plan, itfs, lost); !sameL2(want, answered) {
+			if p, ok := r.l2.(Prober); ok && plan != nil {
+				p.SetKnown(slices.Collect(maps.Keys(plan.Known)))
+			}
 			if err := r.l2.Set(want); err != nil {
 				// The responder still answers from the previous set: the
 				// new plan's right must not count for it.
 				r.logger.ErrorContext(ctx, "setting L2 addresses failed", "error", err)
 				installed = false
 			} else {
-				l2 = want
+				answered = want
 			}
 		}
 		if installed && next > gen {
@@ -109,7 +136,12 @@ func (r *Reconciler) Run(ctx context.Context, interfaces <-chan []links.Interfac
 			}
 			refusals.log(ctx, r.logger, errs, err)
 		}
-		if st := status(l2, r.speaker.Sessions()); !proto.Equal(st, reported) {
+		var conflicts []l2.Conflict
+		var probing map[string][]netip.Addr
+		if r.conflicts != nil {
+			conflicts, probing = r.conflicts.Conflicts(), r.conflicts.Probing()
+		}
+		if st := status(answered, probing, conflicts, r.speaker.Sessions()); !proto.Equal(st, reported) {
 			r.session.SetStatus(st)
 			reported = st
 		}
@@ -158,16 +190,41 @@ func interfacesToProto(itfs []links.Interface) []*ipamv1.NetworkInterface {
 }
 
 // status describes what the node announces: the L2 addresses it answers
-// for, and each prefix under the peers whose established sessions the
+// for (not those it is still probing, or another host was found using
+// before the node answered, on an interface), the conflicts, and each prefix under the peers whose established sessions the
 // speaker reports sending it (GoBGP's adj-RIB-out), not the plan's routes: a
 // route the speaker refused, or one to a peer that is down, is not
 // announced.
-func status(l2 map[string][]netip.Addr, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
+func status(desired, probing map[string][]netip.Addr, conflicts []l2.Conflict, sessions []bgp.SessionState) *ipamv1.AnnouncerStatus {
 	st := &ipamv1.AnnouncerStatus{}
-	byAddr := map[netip.Addr][]string{}
-	for itf, addrs := range l2 {
+	blocked := map[string]map[netip.Addr]bool{}
+	for itf, addrs := range probing {
 		for _, a := range addrs {
-			byAddr[a] = append(byAddr[a], itf)
+			if blocked[itf] == nil {
+				blocked[itf] = map[netip.Addr]bool{}
+			}
+			blocked[itf][a] = true
+		}
+	}
+	for _, c := range conflicts {
+		if c.Probe {
+			if blocked[c.Interface] == nil {
+				blocked[c.Interface] = map[netip.Addr]bool{}
+			}
+			blocked[c.Interface][c.Addr] = true
+		}
+		ac := &ipamv1.AddressConflict{Address: c.Addr.String(), Interface: c.Interface, HardwareAddress: c.MAC.String(), BeforeAnswering: c.Probe}
+		if !c.First.IsZero() {
+			ac.FirstSeenTime = timestamppb.New(c.First)
+		}
+		st.Conflicts = append(st.Conflicts, ac)
+	}
+	byAddr := map[netip.Addr][]string{}
+	for itf, addrs := range desired {
+		for _, a := range addrs {
+			if !blocked[itf][a] {
+				byAddr[a] = append(byAddr[a], itf)
+			}
 		}
 	}
 	for a, itfs := range byAddr {

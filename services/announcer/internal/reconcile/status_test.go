@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
+	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 )
 
 func TestStatusReportsWhatSessionsAreSent(t *testing.T) {
@@ -58,7 +60,7 @@ func TestStatusReportsWhatSessionsAreSent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, status(tt.l2, tt.sessions), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tt.want, status(tt.l2, nil, nil, tt.sessions), protocmp.Transform()); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 		})
@@ -128,5 +130,46 @@ func TestRefusalsLoggedOncePerPlan(t *testing.T) {
 		if diff := cmp.Diff(s.want, h.take()); diff != "" {
 			t.Errorf("%s: logged (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// An L2 address is reported as announced only on the interfaces that
+// answer for it: not where it is being probed, nor where another host was
+// found using it before the node answered. Conflicts are reported with the
+// other host's MAC.
+func TestStatusL2Conflicts(t *testing.T) {
+	a, b := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::7")
+	other := net.HardwareAddr{2, 0, 0, 0, 0, 9}
+	l2addr := func(addr string, itfs ...string) *ipamv1.AnnouncedAddress {
+		return &ipamv1.AnnouncedAddress{Address: addr, Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: itfs}
+	}
+	desired := map[string][]netip.Addr{"eth0": {a, b}, "eth1": {a}}
+	tests := []struct {
+		name      string
+		probing   map[string][]netip.Addr
+		conflicts []l2.Conflict
+		want      *ipamv1.AnnouncerStatus
+	}{
+		{"all answered", nil, nil, &ipamv1.AnnouncerStatus{
+			Announced: []*ipamv1.AnnouncedAddress{l2addr(a.String(), "eth0", "eth1"), l2addr(b.String(), "eth0")},
+		}},
+		{"probing on one interface", map[string][]netip.Addr{"eth0": {a, b}}, nil, &ipamv1.AnnouncerStatus{
+			Announced: []*ipamv1.AnnouncedAddress{l2addr(a.String(), "eth1")},
+		}},
+		{"found before answering", nil, []l2.Conflict{{Addr: b, Interface: "eth0", MAC: other, Probe: true}}, &ipamv1.AnnouncerStatus{
+			Announced: []*ipamv1.AnnouncedAddress{l2addr(a.String(), "eth0", "eth1")},
+			Conflicts: []*ipamv1.AddressConflict{{Address: b.String(), Interface: "eth0", HardwareAddress: other.String(), BeforeAnswering: true}},
+		}},
+		{"claimed while answered", nil, []l2.Conflict{{Addr: a, Interface: "eth1", MAC: other}}, &ipamv1.AnnouncerStatus{
+			Announced: []*ipamv1.AnnouncedAddress{l2addr(a.String(), "eth0", "eth1"), l2addr(b.String(), "eth0")},
+			Conflicts: []*ipamv1.AddressConflict{{Address: a.String(), Interface: "eth1", HardwareAddress: other.String()}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, status(desired, tt.probing, tt.conflicts, nil), protocmp.Transform()); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

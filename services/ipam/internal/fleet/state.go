@@ -34,9 +34,14 @@ type State struct {
 	// "tenant/node", merged into the live registrations in Input.
 	cnodes map[string]*ipam.ClusterNode
 	owners map[string]ownerEntry // "tenant/addr"
-	dirty  map[string]bool       // tenants changed since Take
-	all    bool                  // every tenant changed (pools changed)
-	notify chan struct{}
+	// answered are the L2 addresses some node of the tenant has reported
+	// answering for, by "tenant/addr", kept after the node is gone (until
+	// an allocation holding the address is deleted): a node given one
+	// need not probe it for conflicts (Known).
+	answered map[string]bool
+	dirty    map[string]bool // tenants changed since Take
+	all      bool            // every tenant changed (pools changed)
+	notify   chan struct{}
 }
 
 type ownerEntry struct {
@@ -46,7 +51,7 @@ type ownerEntry struct {
 
 // NewState returns an empty state.
 func NewState() *State {
-	s := &State{notify: make(chan struct{}, 1)}
+	s := &State{notify: make(chan struct{}, 1), answered: map[string]bool{}}
 	s.reset()
 	return s
 }
@@ -76,6 +81,7 @@ func (s *State) Replace(events []ipam.Event, _ int64) {
 	for _, ev := range events {
 		s.apply(ev)
 	}
+	s.pruneAnswered()
 	s.all = true
 	s.mu.Unlock()
 	s.signal()
@@ -95,6 +101,22 @@ func (s *State) Apply(events []ipam.Event, _ int64) {
 	s.mu.Unlock()
 	if changed {
 		s.signal()
+	}
+}
+
+// pruneAnswered forgets the answered addresses no allocation holds, after
+// a reload in which their deletions may have been missed.
+func (s *State) pruneAnswered() {
+	held := map[string]bool{}
+	for id, a := range s.allocs {
+		for _, addr := range a.Addrs {
+			held[tenantOf(id)+"/"+addr.String()] = true
+		}
+	}
+	for k := range s.answered {
+		if !held[k] {
+			delete(s.answered, k)
+		}
 	}
 }
 
@@ -131,6 +153,11 @@ func (s *State) apply(ev ipam.Event) bool {
 		s.all = true
 		return true
 	case ipam.KindAllocation:
+		if old := s.allocs[id]; old != nil && v == nil {
+			for _, a := range old.Addrs {
+				delete(s.answered, tenantOf(id)+"/"+a.String())
+			}
+		}
 		put(s.allocs, id, v)
 	case ipam.KindL2Advertisement:
 		put(s.l2, id, v)
@@ -143,6 +170,13 @@ func (s *State) apply(ev ipam.Event) bool {
 	case ipam.KindCommunity:
 		put(s.comms, id, v)
 	case ipam.KindNode:
+		if n, ok := v.(*ipam.Node); ok {
+			for _, a := range n.Announced {
+				if !a.BGP {
+					s.answered[tenantOf(id)+"/"+a.Addr] = true
+				}
+			}
+		}
 		put(s.nodes, id, v)
 	case ipam.KindDrain:
 		put(s.drains, id, v)
@@ -295,6 +329,60 @@ func (s *State) AnnouncementsOf(tenant string, addrs []string) []Announcement {
 		}
 	}
 	slices.SortFunc(out, func(x, y Announcement) int { return strings.Compare(x.Node, y.Node) })
+	return out
+}
+
+// Known reports whether Beacon was already answering for a tenant's L2
+// address before node is given it: some node has reported answering for
+// it, or its recorded owner is another node. Such an address moves between
+// Beacon's own nodes, so the node answers at once rather than probing for
+// another host using it.
+func (s *State) Known(tenant, node string, addr netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := tenant + "/" + addr.String()
+	if s.answered[k] {
+		return true
+	}
+	o, ok := s.owners[k]
+	return ok && o.node != node
+}
+
+// Conflict is a node reporting another host using one of its L2 addresses.
+type Conflict struct {
+	Node string
+	ipam.AddrConflict
+}
+
+// ConflictsOf returns the conflicts a tenant's nodes report on the given
+// addresses, sorted by address and node. Claims from the MAC of any of the
+// tenant's nodes are left out: those are Beacon's own nodes handing an
+// address over, not another host.
+func (s *State) ConflictsOf(tenant string, addrs []string) []Conflict {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nodes := collect(s.nodes, tenant)
+	ours := map[string]bool{}
+	for _, n := range nodes {
+		for _, itf := range n.Interfaces {
+			ours[strings.ToLower(itf.MAC)] = true
+		}
+	}
+	var out []Conflict
+	for _, n := range nodes {
+		for _, c := range n.Conflicts {
+			if ours[strings.ToLower(c.MAC)] || !slices.Contains(addrs, c.Addr) {
+				continue
+			}
+			out = append(out, Conflict{Node: n.Name, AddrConflict: c})
+		}
+	}
+	slices.SortFunc(out, func(x, y Conflict) int {
+		if c := strings.Compare(x.Addr, y.Addr); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Node+"/"+x.Interface, y.Node+"/"+y.Interface)
+	})
 	return out
 }
 

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,4 +55,59 @@ func TestClusterNodeRecords(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"zone": "a", "rack": "r1"}, n.Labels); diff != "" {
 		t.Fatalf("registration changed: %s", diff)
 	}
+}
+
+// Known: an address some node reported answering for stays known after the
+// node is gone (a failover: its new owner does not probe), until the
+// allocation holding it is deleted; an address recorded as another node's
+// is known to every node but that one. ConflictsOf leaves out claims from
+// the MACs of the tenant's own nodes.
+func TestKnownAndConflicts(t *testing.T) {
+	a1, a2 := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.2")
+	st := NewState()
+	nodeRef := func(n string) ipam.Ref { return ipam.Ref{Kind: ipam.KindNode, ID: "c1/" + n} }
+	allocRef := ipam.Ref{Kind: ipam.KindAllocation, ID: "c1/web"}
+	st.Apply([]ipam.Event{
+		{Ref: allocRef, Value: &ipam.Allocation{Tenant: "c1", ID: "web", Addrs: []netip.Addr{a1, a2}}},
+		{Ref: nodeRef("n1"), Value: &ipam.Node{
+			Tenant: "c1", Name: "n1", Interfaces: []ipam.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01"}},
+			Announced: []ipam.AnnouncedAddr{{Addr: a1.String()}},
+			Conflicts: []ipam.AddrConflict{
+				{Addr: a2.String(), Interface: "eth0", MAC: "02:00:00:00:00:99", BeforeAnswering: true},
+				{Addr: a1.String(), Interface: "eth0", MAC: "02:00:00:00:00:02"}, // n2 handing a1 over
+			},
+		}},
+		{Ref: nodeRef("n2"), Value: &ipam.Node{Tenant: "c1", Name: "n2", Interfaces: []ipam.Interface{{Name: "eth0", MAC: "02:00:00:00:00:02"}}}},
+		{Ref: ipam.Ref{Kind: ipam.KindL2Owner, ID: "c1/" + a2.String()}, Value: &ipam.L2Owner{Node: "n1"}},
+	}, 1)
+
+	type known struct{ N1A1, N2A1, N1A2, N2A2 bool }
+	check := func(step string, want known) {
+		t.Helper()
+		got := known{st.Known("c1", "n1", a1), st.Known("c1", "n2", a1), st.Known("c1", "n1", a2), st.Known("c1", "n2", a2)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: known (-want +got):\n%s", step, diff)
+		}
+	}
+	check("n1 answers a1, owns a2", known{N1A1: true, N2A1: true, N2A2: true})
+	got := st.ConflictsOf("c1", []string{a1.String(), a2.String()})
+	want := []Conflict{{Node: "n1", AddrConflict: ipam.AddrConflict{Addr: a2.String(), Interface: "eth0", MAC: "02:00:00:00:00:99", BeforeAnswering: true}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conflicts (-want +got):\n%s", diff)
+	}
+
+	st.Apply([]ipam.Event{{Ref: nodeRef("n1"), Deleted: true}}, 2)
+	check("n1 gone", known{N1A1: true, N2A1: true, N2A2: true})
+	st.Apply([]ipam.Event{{Ref: allocRef, Deleted: true}}, 3)
+	check("allocation deleted", known{N2A2: true})
+
+	// A reload forgets addresses whose allocation went while it was not
+	// watching.
+	st.Apply([]ipam.Event{
+		{Ref: allocRef, Value: &ipam.Allocation{Tenant: "c1", ID: "web", Addrs: []netip.Addr{a1}}},
+		{Ref: nodeRef("n3"), Value: &ipam.Node{Tenant: "c1", Name: "n3", Announced: []ipam.AnnouncedAddr{{Addr: a1.String()}}}},
+	}, 4)
+	check("a1 answered again", known{N1A1: true, N2A1: true, N2A2: true})
+	st.Replace(nil, 5)
+	check("reloaded without the allocation", known{})
 }

@@ -130,6 +130,19 @@ type Node struct {
 	// Announced and Sessions are what the announcer reports.
 	Announced []AnnouncedAddr `json:"announced,omitempty"`
 	Sessions  []SessionStatus `json:"sessions,omitempty"`
+	// Conflicts are other hosts the node saw using its L2 addresses.
+	Conflicts []AddrConflict `json:"conflicts,omitempty"`
+}
+
+// AddrConflict is another host using one of a node's L2 addresses, as the
+// node reports it.
+type AddrConflict struct {
+	Addr      string `json:"addr"`
+	Interface string `json:"interface"`
+	MAC       string `json:"mac"`
+	// BeforeAnswering: found by probing; the node does not answer for it.
+	BeforeAnswering bool      `json:"beforeAnswering,omitempty"`
+	Since           time.Time `json:"since,omitzero"`
 }
 
 // AnnouncedAddr is one address a node reports announcing.

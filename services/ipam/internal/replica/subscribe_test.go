@@ -24,8 +24,12 @@ type fakeAnnouncer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	stream ipamv1.AnnouncerService_SubscribeClient
+	sendMu sync.Mutex
+
 	mu     sync.Mutex
 	l2     map[string]bool
+	known  map[string]bool              // the plan's known flag per L2 address
 	ever   map[string]bool              // every L2 address it was ever told to answer for
 	routes map[string]*ipamv1.PlanRoute // prefix|peer
 	peers  map[string]bool
@@ -33,6 +37,12 @@ type fakeAnnouncer struct {
 }
 
 func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string) *fakeAnnouncer {
+	t.Helper()
+	return subscribeMAC(t, addr, tenant, node, labels, "")
+}
+
+// subscribeMAC is subscribe with a MAC address on the node's eth0.
+func subscribeMAC(t *testing.T, addr, tenant, node string, labels map[string]string, mac string) *fakeAnnouncer {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -45,12 +55,12 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 	}
 	err = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
 		Parent: "tenants/" + tenant, Node: node, Labels: labels,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}, HardwareAddress: mac}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeAnnouncer{t: t, cancel: cancel, done: make(chan struct{}), l2: map[string]bool{}, ever: map[string]bool{}, routes: map[string]*ipamv1.PlanRoute{}, peers: map[string]bool{}, ch: make(chan struct{}, 1)}
+	f := &fakeAnnouncer{t: t, cancel: cancel, done: make(chan struct{}), stream: stream, l2: map[string]bool{}, known: map[string]bool{}, ever: map[string]bool{}, routes: map[string]*ipamv1.PlanRoute{}, peers: map[string]bool{}, ch: make(chan struct{}, 1)}
 	go func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
@@ -59,7 +69,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				_ = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
+				f.send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
 			}
 		}
 	}()
@@ -76,6 +86,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 				f.l2, f.routes, f.peers = map[string]bool{}, map[string]*ipamv1.PlanRoute{}, map[string]bool{}
 				for _, l := range snap.GetL2Addresses() {
 					f.l2[l.GetAddress()] = true
+					f.known[l.GetAddress()] = l.GetKnown()
 					f.ever[l.GetAddress()] = true
 				}
 				for _, r := range snap.GetRoutes() {
@@ -88,6 +99,7 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 			if c := resp.GetChange(); c != nil {
 				for _, l := range c.GetUpsertL2Addresses() {
 					f.l2[l.GetAddress()] = true
+					f.known[l.GetAddress()] = l.GetKnown()
 					f.ever[l.GetAddress()] = true
 				}
 				for _, a := range c.GetRemoveL2Addresses() {
@@ -118,6 +130,20 @@ func subscribe(t *testing.T, addr, tenant, node string, labels map[string]string
 }
 
 func (f *fakeAnnouncer) kill() { f.cancel(); <-f.done }
+
+// send sends one message on the stream (errors show as the stream ending).
+func (f *fakeAnnouncer) send(m *ipamv1.SubscribeRequest) {
+	f.sendMu.Lock()
+	defer f.sendMu.Unlock()
+	_ = f.stream.Send(m)
+}
+
+// wasKnown reports the known flag the plan last gave addr.
+func (f *fakeAnnouncer) wasKnown(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.known[addr]
+}
 
 // ended reports whether the stream has ended.
 func (f *fakeAnnouncer) ended() bool {
@@ -368,5 +394,84 @@ func TestSubscribeHeartbeatAcks(t *testing.T) {
 	}
 	if diff := cmp.Diff([]uint64{1, 2, 3, 4, 5}, got); diff != "" {
 		t.Errorf("acknowledged heartbeats (-want +got):\n%s", diff)
+	}
+}
+
+// A new L2 address is not known (its owner probes it first); once a node
+// has reported answering for it, the node it moves to after the owner dies
+// is told it is known (no probe: failover is not delayed). A node's report
+// of another host using the address shows on the allocation as a Conflict
+// condition, unless the MAC is one of the tenant's own nodes'; a report
+// that is not valid ends the session with InvalidArgument.
+func TestSubscribeKnownAndConflicts(t *testing.T) {
+	env := startEtcd(t, t.TempDir())
+	n := startNode(t, env.client, replica.Options{})
+	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
+	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := ctxT(t)
+	if _, err := ipamv1.NewAnnouncementServiceClient(conn).CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: "tenants/c1", L2AdvertisementId: "lan", L2Advertisement: &ipamv1.L2Advertisement{Pools: []string{"pools/lan"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := subscribeMAC(t, n.addr, "c1", "node-a", nil, "02:00:00:00:00:0a")
+	b := subscribeMAC(t, n.addr, "c1", "node-b", nil, "02:00:00:00:00:0b")
+	al := mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/web"})
+	vip := al.GetAddresses()[0]
+	waitFor(t, "one node to answer for the address", func() bool { return len(a.l2Addrs())+len(b.l2Addrs()) == 1 })
+	owner, other, otherMAC := a, b, "02:00:00:00:00:0b"
+	if len(b.l2Addrs()) == 1 {
+		owner, other, otherMAC = b, a, "02:00:00:00:00:0a"
+	}
+	if owner.wasKnown(vip) {
+		t.Errorf("a new address was sent as known")
+	}
+
+	// The owner answers, and reports two claims: one by another host, one
+	// by the other node (Beacon's own, left out).
+	report := func(f *fakeAnnouncer, conflicts ...*ipamv1.AddressConflict) {
+		f.send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Status{Status: &ipamv1.AnnouncerStatus{
+			Announced: []*ipamv1.AnnouncedAddress{{Address: vip, Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}}},
+			Conflicts: conflicts,
+		}}})
+	}
+	report(owner,
+		&ipamv1.AddressConflict{Address: vip, Interface: "eth0", HardwareAddress: "02:00:00:00:00:99"},
+		&ipamv1.AddressConflict{Address: vip, Interface: "eth0", HardwareAddress: otherMAC},
+	)
+	allocs := ipamv1.NewAllocationServiceClient(conn)
+	type row struct{ Type, Address, MAC string }
+	var got []row
+	waitFor(t, "the Conflict condition", func() bool {
+		r, err := allocs.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: al.GetName()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		for _, c := range r.GetAllocation().GetConditions() {
+			got = append(got, row{c.GetType(), c.GetAddress(), c.GetHardwareAddress()})
+		}
+		return len(got) > 0
+	})
+	if diff := cmp.Diff([]row{{"Conflict", vip, "02:00:00:00:00:99"}}, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+
+	// The owner dies: the other node takes the address, known.
+	owner.kill()
+	waitFor(t, "failover", func() bool { return len(other.l2Addrs()) == 1 })
+	if !other.wasKnown(vip) {
+		t.Errorf("the address moved from a node that answered for it was not sent as known")
+	}
+
+	// A malformed report ends the session.
+	other.send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Status{Status: &ipamv1.AnnouncerStatus{
+		Conflicts: []*ipamv1.AddressConflict{{Address: vip, Interface: "eth0", HardwareAddress: "not a MAC"}},
+	}}})
+	waitFor(t, "the session to end", other.ended)
+	if _, err := other.stream.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("stream ended with %v, want InvalidArgument", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
+	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -34,6 +35,28 @@ func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Alloc
 		out.Announcements = append(out.Announcements, &ipamv1.AllocationAnnouncement{
 			Announcer: "tenants/" + al.Tenant + "/announcers/" + an.Node, Protocol: p, Interfaces: an.Interfaces, Peers: an.Peers,
 		})
+	}
+	for _, c := range a.s.fleet.ConflictsOf(al.Tenant, out.GetAddresses()) {
+		out.Conditions = append(out.Conditions, conflictCondition(al.Tenant, c))
+	}
+	return out
+}
+
+// conditionConflict is the type of the condition naming another host that
+// uses one of an allocation's L2 addresses.
+const conditionConflict = "Conflict"
+
+func conflictCondition(tenant string, c fleet.Conflict) *ipamv1.AllocationCondition {
+	msg := fmt.Sprintf("another host (MAC %s) uses %s on %s's %s: the node does not answer for it there until it is free", c.MAC, c.Addr, c.Node, c.Interface)
+	if !c.BeforeAnswering {
+		msg = fmt.Sprintf("another host (MAC %s) claimed %s on %s's %s, which answers for it and defends it", c.MAC, c.Addr, c.Node, c.Interface)
+	}
+	out := &ipamv1.AllocationCondition{
+		Type: conditionConflict, Address: c.Addr, Announcer: "tenants/" + tenant + "/announcers/" + c.Node,
+		Interface: c.Interface, HardwareAddress: c.MAC, Message: msg,
+	}
+	if !c.Since.IsZero() {
+		out.Since = timestamppb.New(c.Since)
 	}
 	return out
 }

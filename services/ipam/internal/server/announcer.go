@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -273,9 +274,15 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 				}
 			case *ipamv1.SubscribeRequest_Status:
 				announced, sessions := statusFromProto(b.Status)
+				var fes ipam.FieldErrors
+				conflicts := conflictsFromProto(&fes, "status.conflicts", b.Status.GetConflicts())
+				if err := fes.Err(); err != nil {
+					return toStatus(gctx, a.s.logger, method, err)
+				}
 				nodeMu.Lock()
-				changed := !reflect.DeepEqual(node.Announced, announced) || !reflect.DeepEqual(node.Sessions, sessions)
-				node.Announced, node.Sessions = announced, sessions
+				changed := !reflect.DeepEqual(node.Announced, announced) || !reflect.DeepEqual(node.Sessions, sessions) ||
+					!reflect.DeepEqual(node.Conflicts, conflicts)
+				node.Announced, node.Sessions, node.Conflicts = announced, sessions, conflicts
 				nodeMu.Unlock()
 				if changed {
 					markDirty()
@@ -303,10 +310,13 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 				return nil
 			}
 			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb, ResumeToken: "s"}
+			known := func(addr netip.Addr) bool {
+				return a.s.fleet != nil && a.s.fleet.Known(tenant, node.Name, addr)
+			}
 			if snap != nil {
-				resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(tenant, snap)}
+				resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(tenant, snap, known)}
 			} else {
-				resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(tenant, delta)}
+				resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(tenant, delta, known)}
 			}
 			if err := send(resp); err != nil {
 				return err
@@ -370,6 +380,35 @@ func statusFromProto(st *ipamv1.AnnouncerStatus) ([]ipam.AnnouncedAddr, []ipam.S
 	return ann, sess
 }
 
+// conflictsFromProto validates the conflicts a node reports.
+func conflictsFromProto(fes *ipam.FieldErrors, field string, in []*ipamv1.AddressConflict) []ipam.AddrConflict {
+	if len(in) > 1024 {
+		fes.Add(field, "at most 1024 conflicts")
+		return nil
+	}
+	var out []ipam.AddrConflict
+	for i, c := range in {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		addr, err := netip.ParseAddr(c.GetAddress())
+		if err != nil || addr.Zone() != "" {
+			fes.Add(f+".address", "must be an IP address")
+			continue
+		}
+		mac, err := net.ParseMAC(c.GetHardwareAddress())
+		if err != nil || len(mac) != 6 {
+			fes.Add(f+".hardware_address", "must be a 6-byte MAC address such as 02:00:00:00:00:01")
+			continue
+		}
+		interfacesOK(fes, f+".interface", []string{c.GetInterface()})
+		ac := ipam.AddrConflict{Addr: addr.String(), Interface: c.GetInterface(), MAC: mac.String(), BeforeAnswering: c.GetBeforeAnswering()}
+		if c.GetFirstSeenTime() != nil {
+			ac.Since = c.GetFirstSeenTime().AsTime()
+		}
+		out = append(out, ac)
+	}
+	return out
+}
+
 // reportInterval is the shortest time between two writes of one node's
 // status and interface reports.
 const reportInterval = 250 * time.Millisecond
@@ -408,11 +447,13 @@ func routeToProto(tenant string, r ipam.PlanRoute) *ipamv1.PlanRoute {
 	}
 }
 
-func l2ToPlanProto(l ipam.PlanL2) *ipamv1.PlanL2Address {
-	return &ipamv1.PlanL2Address{Address: l.Addr.String(), Interfaces: l.Interfaces}
+// l2ToPlanProto renders one L2 address of a plan; known says whether
+// Beacon was already answering for it (the node need not probe it).
+func l2ToPlanProto(l ipam.PlanL2, known func(netip.Addr) bool) *ipamv1.PlanL2Address {
+	return &ipamv1.PlanL2Address{Address: l.Addr.String(), Interfaces: l.Interfaces, Known: known(l.Addr)}
 }
 
-func planToProto(tenant string, p *ipam.NodePlan) *ipamv1.Plan {
+func planToProto(tenant string, p *ipam.NodePlan, known func(netip.Addr) bool) *ipamv1.Plan {
 	out := &ipamv1.Plan{}
 	for _, pp := range p.Peers {
 		out.Peers = append(out.Peers, planPeerToProto(tenant, pp))
@@ -421,12 +462,12 @@ func planToProto(tenant string, p *ipam.NodePlan) *ipamv1.Plan {
 		out.Routes = append(out.Routes, routeToProto(tenant, r))
 	}
 	for _, l := range p.L2 {
-		out.L2Addresses = append(out.L2Addresses, l2ToPlanProto(l))
+		out.L2Addresses = append(out.L2Addresses, l2ToPlanProto(l, known))
 	}
 	return out
 }
 
-func deltaToProto(tenant string, d *planner.Delta) *ipamv1.PlanChange {
+func deltaToProto(tenant string, d *planner.Delta, known func(netip.Addr) bool) *ipamv1.PlanChange {
 	out := &ipamv1.PlanChange{}
 	for _, pp := range d.UpsertPeers {
 		out.UpsertPeers = append(out.UpsertPeers, planPeerToProto(tenant, pp))
@@ -441,7 +482,7 @@ func deltaToProto(tenant string, d *planner.Delta) *ipamv1.PlanChange {
 		out.RemoveRoutes = append(out.RemoveRoutes, &ipamv1.RouteKey{Prefix: k.Prefix.String(), Peer: peerName(tenant, k.Peer)})
 	}
 	for _, l := range d.UpsertL2 {
-		out.UpsertL2Addresses = append(out.UpsertL2Addresses, l2ToPlanProto(l))
+		out.UpsertL2Addresses = append(out.UpsertL2Addresses, l2ToPlanProto(l, known))
 	}
 	for _, a := range d.RemoveL2 {
 		out.RemoveL2Addresses = append(out.RemoveL2Addresses, a.String())
@@ -473,6 +514,13 @@ func (a *announcerService) announcerToProto(n *ipam.Node, cn *ipam.ClusterNode, 
 			proto = ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP
 		}
 		out.Status.Announced = append(out.Status.Announced, &ipamv1.AnnouncedAddress{Address: ad.Addr, Protocol: proto, Interfaces: ad.Interfaces, Peers: ad.Peers})
+	}
+	for _, c := range n.Conflicts {
+		ac := &ipamv1.AddressConflict{Address: c.Addr, Interface: c.Interface, HardwareAddress: c.MAC, BeforeAnswering: c.BeforeAnswering}
+		if !c.Since.IsZero() {
+			ac.FirstSeenTime = timestamppb.New(c.Since)
+		}
+		out.Status.Conflicts = append(out.Status.Conflicts, ac)
 	}
 	for _, s := range n.Sessions {
 		st := ipamv1.BGPSessionStatus_State(ipamv1.BGPSessionStatus_State_value["STATE_"+s.State])

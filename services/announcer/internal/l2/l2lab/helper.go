@@ -21,6 +21,10 @@ import (
 // helperEnv marks a process started by StartResponder.
 const helperEnv = "L2LAB_RESPONDER_HELPER"
 
+// probeEnv makes the helper probe new addresses (l2.DefaultProbe with a
+// short Retry), for StartProbingResponder.
+const probeEnv = "L2LAB_RESPONDER_PROBE"
+
 // RunHelperIfAsked turns this process into a responder helper, and exits,
 // when StartResponder started it; otherwise it returns at once. Call it
 // first thing in TestMain.
@@ -28,8 +32,9 @@ const helperEnv = "L2LAB_RESPONDER_HELPER"
 // The helper runs an l2.Responder in its own namespace and speaks a line
 // protocol on stdin/stdout: "set JSON" (interface to addresses) answers "ok"
 // once Set has returned, or "err TEXT"; "stats" answers "stats JSON";
-// "stop" cancels Run and answers "stopped" once Run has returned. It logs to
-// stderr and stops when stdin closes.
+// "known JSON" (addresses) calls SetKnown and answers "ok"; "conflicts"
+// answers "conflicts JSON"; "stop" cancels Run and answers "stopped" once
+// Run has returned. It logs to stderr and stops when stdin closes.
 func RunHelperIfAsked() {
 	if os.Getenv(helperEnv) == "" {
 		return
@@ -39,7 +44,12 @@ func RunHelperIfAsked() {
 
 func helperMain(in io.Reader, out, logw io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := l2.New(logger, l2.Options{})
+	opts := l2.Options{}
+	if os.Getenv(probeEnv) != "" {
+		opts.Probe = l2.DefaultProbe()
+		opts.Probe.Retry = time.Second
+	}
+	r := l2.New(logger, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
@@ -70,6 +80,21 @@ func helperMain(in io.Reader, out, logw io.Writer) int {
 				continue
 			}
 			fmt.Fprintln(out, "ok")
+		case "known":
+			var known []netip.Addr
+			if err := json.Unmarshal([]byte(arg), &known); err != nil {
+				fmt.Fprintf(out, "err %v\n", err)
+				continue
+			}
+			r.SetKnown(known)
+			fmt.Fprintln(out, "ok")
+		case "conflicts":
+			b, err := json.Marshal(r.Conflicts())
+			if err != nil {
+				fmt.Fprintf(out, "err %v\n", err)
+				continue
+			}
+			fmt.Fprintf(out, "conflicts %s\n", b)
 		case "stats":
 			b, err := json.Marshal(r.Stats())
 			if err != nil {
@@ -109,6 +134,17 @@ type Responder struct {
 // nothing until Set. The helper is SIGKILLed (by PID) in t.Cleanup if still
 // running.
 func (l *Lab) StartResponder(ns string) (*Responder, error) {
+	return l.startResponder(ns, false)
+}
+
+// StartProbingResponder is StartResponder with conflict detection on: new
+// addresses are probed before they are answered (l2.DefaultProbe, with a
+// new round every second while another host has them).
+func (l *Lab) StartProbingResponder(ns string) (*Responder, error) {
+	return l.startResponder(ns, true)
+}
+
+func (l *Lab) startResponder(ns string, probe bool) (*Responder, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
@@ -116,6 +152,9 @@ func (l *Lab) StartResponder(ns string) (*Responder, error) {
 	// -test.run=^$: should the helper switch ever be missed, run no tests.
 	cmd := exec.Command("ip", "netns", "exec", ns, exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	if probe {
+		cmd.Env = append(cmd.Env, probeEnv+"=1")
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("helper stdin: %w", err)
@@ -214,6 +253,39 @@ func (h *Responder) Set(desired map[string][]netip.Addr) error {
 		return fmt.Errorf("helper pid %d: unexpected answer %q", h.PID, line)
 	}
 	return nil
+}
+
+// SetKnown calls the helper's Responder.SetKnown.
+func (h *Responder) SetKnown(known []netip.Addr) error {
+	b, err := json.Marshal(known)
+	if err != nil {
+		return fmt.Errorf("encode known: %w", err)
+	}
+	line, err := h.call("known " + string(b))
+	if err != nil {
+		return err
+	}
+	if line != "ok" {
+		return fmt.Errorf("helper pid %d: unexpected answer %q", h.PID, line)
+	}
+	return nil
+}
+
+// Conflicts returns the helper's Responder.Conflicts.
+func (h *Responder) Conflicts() ([]l2.Conflict, error) {
+	line, err := h.call("conflicts")
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutPrefix(line, "conflicts ")
+	if !ok {
+		return nil, fmt.Errorf("helper pid %d: unexpected answer %q", h.PID, line)
+	}
+	var cs []l2.Conflict
+	if err := json.Unmarshal([]byte(rest), &cs); err != nil {
+		return nil, fmt.Errorf("decode conflicts: %w", err)
+	}
+	return cs, nil
 }
 
 // Stats returns the helper's Responder.Stats.

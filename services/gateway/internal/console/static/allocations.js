@@ -20,12 +20,17 @@ function byTenantAndOwner(a, b) {
   return tenantOf(a.name).localeCompare(tenantOf(b.name)) || String(a.owner).localeCompare(String(b.owner));
 }
 
-/** announcedBy renders who announces an allocation's addresses. */
+/** announcedBy renders who announces an allocation's addresses, and its
+ * conditions (another host using an L2 address: "Conflict"). */
 function announcedBy(a) {
   const anns = a.announcements ?? [];
-  if (!anns.length) return h('span', { class: 'muted' }, 'nobody');
+  const conds = (a.conditions ?? []).map((c) =>
+    h('li', { class: 'condition', title: c.message ?? '' },
+      h('span', { class: 'badge warn' }, c.type), ' ', h('code', {}, c.address),
+      ' used by ', h('code', {}, c.hardwareAddress), ' (seen by ', lastSegment(c.announcer), ')'));
+  if (!anns.length && !conds.length) return h('span', { class: 'muted' }, 'nobody');
   return h('ul', { class: 'plain' }, anns.map((n) =>
-    h('li', {}, lastSegment(n.announcer), ' ', h('span', { class: 'tag' }, enumLabel(n.protocol, 'ANNOUNCEMENT_PROTOCOL_')))));
+    h('li', {}, lastSegment(n.announcer), ' ', h('span', { class: 'tag' }, enumLabel(n.protocol, 'ANNOUNCEMENT_PROTOCOL_')))), conds);
 }
 
 /** allocationRow renders one allocation; fresh ones are highlighted. */
