@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strings"
 	"slices"
 	"time"
 
@@ -166,6 +167,9 @@ func dialOptions(cfg config) ([]grpc.DialOption, error) {
 	if cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: cfg.Token, tls: cfg.TLSCA != ""}))
 	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile{path: cfg.TokenFile}))
+	}
 	if cfg.TLSCA == "" {
 		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
 	}
@@ -197,6 +201,25 @@ type bearer struct {
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
 	return map[string]string{"authorization": "Bearer " + b.token}, nil
 }
+
+// tokenFile sends the token in a file as "authorization: Bearer TOKEN",
+// reading the file on every call (a session is one call), so a token the
+// kubelet rotated is the one sent when the announcer reconnects.
+type tokenFile struct{ path string }
+
+func (t tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	b, err := os.ReadFile(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return nil, fmt.Errorf("token file %s is empty", t.path)
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+func (tokenFile) RequireTransportSecurity() bool { return true }
 
 // RequireTransportSecurity is false only so a lab without TLS works; the
 // gateway refuses tokens over plaintext from anywhere but loopback.

@@ -24,6 +24,9 @@ type config struct {
 	// StreamsPerCaller caps the streams one adapter or announcer holds.
 	TrustDomain      string
 	StreamsPerCaller int
+	// KubeAnnouncers is the file listing the Kubernetes clusters whose
+	// announcers authenticate with a ServiceAccount token.
+	KubeAnnouncers string
 	ReleaseHold      time.Duration
 	CommitWorkers    int
 	LogLevel         string
@@ -63,6 +66,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.TLSKey, "tls-key", "", "server private key (PEM)")
 	str(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that client certificates must chain to; set to require them")
 	str(&c.TrustDomain, "trust-domain", "beacon", "SPIFFE trust domain of the callers' client certificates (spiffe://DOMAIN/...; see docs/security.md)")
+	str(&c.KubeAnnouncers, "kube-announcers", "", "YAML/JSON file of Kubernetes clusters whose announcers authenticate with their ServiceAccount token, checked with a TokenReview (see docs/security.md); needs --tls-client-ca")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
 	var hold, grace, compaction, etcdTimeout, workers, insecure, streams string
@@ -129,6 +133,9 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key"))
+	}
+	if c.KubeAnnouncers != "" && c.TLSClientCA == "" {
+		errs = append(errs, errors.New("--kube-announcers needs --tls-client-ca (tokens are checked only over TLS, beside client certificates)"))
 	}
 	return c, errors.Join(errs...)
 }

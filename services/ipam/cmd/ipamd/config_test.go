@@ -58,6 +58,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--etcd-timeout", "0s"}, "--etcd-timeout"},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca needs"},
+		{[]string{"--tls-cert", "c", "--tls-key", "k", "--kube-announcers", "k.yaml"}, "--kube-announcers needs --tls-client-ca"},
 		{[]string{"--otlp-insecure", "maybe"}, "--otlp-insecure"},
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-username", "beacon"}, "--etcd-username and --etcd-password go together"},

@@ -24,6 +24,7 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
+	"github.com/beaconlb/beacon/services/ipam/internal/tokenreview"
 )
 
 // version is set at build time (make build, make images):
@@ -59,9 +60,23 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 
+	meter := tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam")
+	var tokens access.Tokens
+	if cfg.KubeAnnouncers != "" {
+		kc, err := tokenreview.LoadConfig(cfg.KubeAnnouncers)
+		if err != nil {
+			return err
+		}
+		r, err := tokenreview.New(kc, logger, tokenreview.Options{Meter: meter})
+		if err != nil {
+			return err
+		}
+		tokens = kubeTokens{r}
+		logger.InfoContext(ctx, "announcers may authenticate with Kubernetes ServiceAccount tokens", "clusters", len(kc.Clusters))
+	}
 	guard, err := access.New(access.Options{
-		TrustDomain: cfg.TrustDomain, Insecure: cfg.TLSClientCA == "", Pools: rep,
-		StreamsPerCaller: cfg.StreamsPerCaller, Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
+		TrustDomain: cfg.TrustDomain, Insecure: cfg.TLSClientCA == "", Pools: rep, Tokens: tokens,
+		StreamsPerCaller: cfg.StreamsPerCaller, Meter: meter,
 	}, logger)
 	if err != nil {
 		return err
@@ -154,8 +169,28 @@ func serverTLS(cfg config) (credentials.TransportCredentials, error) {
 			return nil, fmt.Errorf("tls client ca %s: no certificates", cfg.TLSClientCA)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		if cfg.KubeAnnouncers != "" {
+			// Announcers with a token present no certificate; a
+			// certificate, when given, must still verify.
+			tc.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 	}
 	return credentials.NewTLS(tc), nil
+}
+
+// kubeTokens lets the guard authenticate announcers by their Kubernetes
+// ServiceAccount token.
+type kubeTokens struct{ r *tokenreview.Reviewer }
+
+func (k kubeTokens) AnnouncerOf(ctx context.Context, token string) (string, string, error) {
+	id, err := k.r.Authenticate(ctx, token)
+	if errors.Is(err, tokenreview.ErrUnavailable) {
+		return "", "", fmt.Errorf("%w: %w", access.ErrTokenUnavailable, err)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return id.Tenant, id.Node, nil
 }
 
 // etcdConn is the replica's etcd client and what must stop with it.
