@@ -64,6 +64,10 @@ func TestTokenFile(t *testing.T) {
 		{name: "with TLS", args: []string{"--token-file", "/var/run/secrets/beacon/token", "--tls-ca", "ca.pem"}, want: "/var/run/secrets/beacon/token"},
 		{name: "without TLS", args: []string{"--token-file", "tok"}, wantErr: true},
 		{name: "with --token too", args: []string{"--token-file", "tok", "--token", "x", "--tls-ca", "ca.pem"}, wantErr: true},
+		{name: "bootstrap token", args: []string{"--bootstrap-token-file", "bt", "--cert-dir", "d", "--tls-ca", "ca.pem"}},
+		{name: "bootstrap token without --cert-dir", args: []string{"--bootstrap-token-file", "bt", "--tls-ca", "ca.pem"}, wantErr: true},
+		{name: "bootstrap token without TLS", args: []string{"--bootstrap-token-file", "bt", "--cert-dir", "d"}, wantErr: true},
+		{name: "bootstrap token and a certificate", args: []string{"--bootstrap-token-file", "bt", "--cert-dir", "d", "--tls-ca", "ca.pem", "--tls-cert", "c", "--tls-key", "k"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

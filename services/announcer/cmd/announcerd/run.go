@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/announcer/bootstrap"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
@@ -59,6 +60,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 	}
 
+	if cfg.BootstrapTokenFile != "" {
+		if cfg.TLSCert, cfg.TLSKey, err = nodeCertificate(ctx, cfg, logger); err != nil {
+			return err
+		}
+	}
 	dial, err := dialOptions(cfg)
 	if err != nil {
 		return err
@@ -148,6 +154,30 @@ func firstIPv4(itfs []links.Interface) netip.Addr {
 		}
 	}
 	return netip.Addr{}
+}
+
+// nodeCertificate returns the node's certificate and key in --cert-dir,
+// trading the bootstrap token for them first if there is no valid one
+// (over TLS that verifies the IPAM, with no client certificate).
+func nodeCertificate(ctx context.Context, cfg config, logger *slog.Logger) (string, string, error) {
+	if bootstrap.Valid(cfg.CertDir, time.Now()) {
+		cert, key := bootstrap.Paths(cfg.CertDir)
+		return cert, key, nil
+	}
+	dial, err := dialOptions(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	var conns []grpc.ClientConnInterface
+	for _, addr := range cfg.IPAM {
+		cc, err := grpc.NewClient(addr, dial...)
+		if err != nil {
+			return "", "", fmt.Errorf("ipam %s: %w", addr, err)
+		}
+		defer func() { _ = cc.Close() }()
+		conns = append(conns, cc)
+	}
+	return bootstrap.Ensure(ctx, cfg.CertDir, cfg.BootstrapTokenFile, conns, logger)
 }
 
 // dialOptions returns the options for talking to the IPAM: TLS when a CA

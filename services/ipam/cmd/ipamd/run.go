@@ -22,6 +22,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
+	"github.com/beaconlb/beacon/services/ipam/internal/nodecert"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 	"github.com/beaconlb/beacon/services/ipam/internal/tokenreview"
@@ -81,6 +82,13 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var issuer *nodecert.Issuer
+	if cfg.NodeIssuerCert != "" {
+		if issuer, err = nodecert.LoadIssuer(cfg.NodeIssuerCert, cfg.NodeIssuerKey, cfg.NodeCertValidity); err != nil {
+			return err
+		}
+	}
+	certs := nodecert.New(store.NewBootstrapTokens(etcd.client, cfg.EtcdTimeout), issuer, cfg.TrustDomain, logger)
 	if cfg.TLSClientCA == "" {
 		logger.Warn("no --tls-client-ca: callers are not authenticated and every caller is an admin; use this on one machine only (see docs/security.md)")
 	}
@@ -98,6 +106,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	rep.Register(gs)
+	certs.Register(gs)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -169,9 +178,10 @@ func serverTLS(cfg config) (credentials.TransportCredentials, error) {
 			return nil, fmt.Errorf("tls client ca %s: no certificates", cfg.TLSClientCA)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-		if cfg.KubeAnnouncers != "" {
-			// Announcers with a token present no certificate; a
-			// certificate, when given, must still verify.
+		if cfg.KubeAnnouncers != "" || cfg.NodeIssuerCert != "" {
+			// Announcers with a token, and nodes trading a bootstrap
+			// token, present no certificate; a certificate, when given,
+			// must still verify.
 			tc.ClientAuth = tls.VerifyClientCertIfGiven
 		}
 	}

@@ -108,6 +108,10 @@ type caller struct {
 // errUnauthenticated is a caller without a valid identity.
 var errUnauthenticated = errors.New("no valid client certificate identity")
 
+// errNoCredential is a caller over TLS with no client certificate and no
+// token.
+var errNoCredential = fmt.Errorf("%w: no client certificate and no bearer token", errUnauthenticated)
+
 // ErrTokenUnavailable is what Tokens wraps when it cannot check a token
 // now (the caller is told UNAVAILABLE and retries).
 var ErrTokenUnavailable = errors.New("access: the token could not be checked now")
@@ -158,11 +162,14 @@ func (g *Guard) identify(ctx context.Context) (caller, error) {
 // TLS, from the bearer token it sends: an announcer's.
 func (g *Guard) identifyToken(ctx context.Context) (caller, error) {
 	if g.opts.Tokens == nil {
-		return caller{}, errUnauthenticated
+		return caller{}, errNoCredential
 	}
 	v := metadata.ValueFromIncomingContext(ctx, "authorization")
+	if len(v) == 0 {
+		return caller{}, errNoCredential
+	}
 	if len(v) != 1 {
-		return caller{}, fmt.Errorf("%w: no client certificate and no bearer token", errUnauthenticated)
+		return caller{}, fmt.Errorf("%w: %d authorization values", errUnauthenticated, len(v))
 	}
 	token, ok := strings.CutPrefix(v[0], "Bearer ")
 	if !ok || token == "" {
@@ -223,12 +230,19 @@ func (g *Guard) refuse(ctx context.Context, c caller, method string, code codes.
 func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		c, err := g.identify(ctx)
-		if err != nil {
+		anonymous := err != nil && Anonymous[info.FullMethod] && errors.Is(err, errNoCredential)
+		if err != nil && !anonymous {
 			return nil, g.refuseUnidentified(ctx, info.FullMethod, err)
+		}
+		if anonymous {
+			c = caller{actor: "anonymous"}
 		}
 		ctx = context.WithValue(ctx, actorKey{}, c.actor)
 		msg, _ := req.(proto.Message)
 		acc := accessOf(c, info.FullMethod)
+		if anonymous {
+			acc = Allow
+		}
 		if err := g.checkRequest(ctx, c, acc, msg, true); err != nil {
 			return nil, g.refuse(ctx, c, info.FullMethod, status.Code(err), status.Convert(err).Message())
 		}
