@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/announcer/bootstrap"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
 )
 
 // TestBootstrapToken: an admin makes a one-time bootstrap token with
@@ -164,4 +166,127 @@ func TestBootstrapToken(t *testing.T) {
 			t.Errorf("ipamd did not log %s", want)
 		}
 	}
+}
+
+// TestBootstrapAnnouncerd runs the whole bare-metal path with real
+// processes in network namespaces: ipamd with a node issuer on "ctl",
+// beaconctl making a bootstrap token there, and announcerd on "node"
+// trading it for its certificate and then subscribing with it. A second
+// announcerd given the same token (and no certificate) exits refused.
+func TestBootstrapAnnouncerd(t *testing.T) {
+	lab := netlab.NewForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ctlAddr := netip.MustParsePrefix("198.51.100.1/24")
+	ctl, err := lab.AddHost(ctx, "ctl", ctlAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := lab.AddHost(ctx, "node", netip.MustParsePrefix("198.51.100.2/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := devcerts.Ensure(filepath.Join(dir, "certs"), accessIDs["admin"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(p.CA)
+	keyPEM, _ := os.ReadFile(p.CAKey)
+	ca, err := devcerts.LoadCA(caPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCert, srvKey, err := ca.Server(ctlAddr.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCertFile, srvKeyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	if err := os.WriteFile(srvCertFile, srvCert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(srvKeyFile, srvKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := binDir(t)
+	server := ctlAddr.Addr().String() + ":7400"
+	ipamd, err := ctl.Start("ipamd", []string{filepath.Join(bin, "ipamd"), "--listen", server, "--ops-listen", "127.0.0.1:7401",
+		"--data-dir", filepath.Join(dir, "data"), "--log-level", "debug",
+		"--tls-cert", srvCertFile, "--tls-key", srvKeyFile, "--tls-client-ca", p.CA,
+		"--node-issuer-cert", p.CA, "--node-issuer-key", p.CAKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLog := func(what string, proc *netlab.Proc, want string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !strings.Contains(proc.Tail(400), want) {
+			if done, _ := proc.Exited(); done || time.Now().After(deadline) {
+				t.Fatalf("%s: no %q in its log:\n%s", what, want, proc.Tail(40))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLog("ipamd", ipamd, `"msg":"ipamd serving"`)
+
+	adminCert, adminKey := devcerts.ClientFiles(accessIDs["admin"])
+	out, err := ctl.Run(ctx, filepath.Join(bin, "beaconctl"), "--server", server, "--ca", p.CA,
+		"--cert", filepath.Join(dir, "certs", adminCert), "--key", filepath.Join(dir, "certs", adminKey),
+		"certs", "bootstrap", "--tenant", accessTenant, "--node", accessNode, "--valid", "10m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "beacon-bootstrap-") {
+			token = strings.TrimSpace(l)
+		}
+	}
+	if token == "" {
+		t.Fatalf("beaconctl certs bootstrap printed no token:\n%s", out)
+	}
+	tokenFile := filepath.Join(dir, "node.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	announcerd := func(name, certDir string) *netlab.Proc {
+		proc, err := node.Start(name, []string{filepath.Join(bin, "announcerd"), "--ipam", server,
+			"--tenant", accessTenant, "--node", accessNode, "--router-id", "198.51.100.2",
+			"--ops-listen", "127.0.0.1:0", "--log-level", "debug",
+			"--tls-ca", p.CA, "--bootstrap-token-file", tokenFile, "--cert-dir", certDir}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return proc
+	}
+	first := announcerd("announcerd", filepath.Join(dir, "node-certs"))
+	waitLog("announcerd", first, "node certificate obtained with the bootstrap token")
+	waitLog("ipamd", ipamd, `"msg":"announcer subscribed","tenant":"`+accessTenant+`","node":"`+accessNode+`"`)
+	if _, err := os.Stat(filepath.Join(dir, "node-certs", bootstrap.KeyFile)); err != nil {
+		t.Error(err)
+	}
+	first.Stop(10 * time.Second)
+
+	// The token is spent: another announcerd with no certificate of its own
+	// cannot trade it, and exits saying so.
+	second := announcerd("announcerd-again", filepath.Join(dir, "other-certs"))
+	select {
+	case <-second.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a second announcerd with a spent token still runs:\n%s", second.Tail(20))
+	}
+	if log := second.Tail(20); !strings.Contains(log, "Unauthenticated") {
+		t.Errorf("second announcerd did not exit refused:\n%s", log)
+	}
+	// The first one restarts with the certificate it has, without the token.
+	before := strings.Count(ipamd.Tail(5000), `"msg":"announcer subscribed"`)
+	restarted := announcerd("announcerd-restarted", filepath.Join(dir, "node-certs"))
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(ipamd.Tail(5000), `"msg":"announcer subscribed"`) <= before {
+		if done, _ := restarted.Exited(); done || time.Now().After(deadline) {
+			t.Fatalf("the restarted announcerd did not subscribe with its certificate:\n%s", restarted.Tail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	restarted.Stop(10 * time.Second)
 }
