@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,19 +70,28 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer etcd.Stop()
-	start := func(name string) *e2e.KubeAPI {
-		k, err := e2e.StartKubeAPI(ctx, etcd, filepath.Join(dir, name), name)
-		if errors.Is(err, e2e.ErrNoEtcd) && os.Getenv("BEACON_TESTBINS_REQUIRED") == "" {
-			t.Skipf("SKIPPED %s: %v (make testbins builds it)", t.Name(), err)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Stop) // before etcd's Stop (deferred, so later)
-		return k
+	t.Cleanup(etcd.Stop) // after the API servers' Stop (cleanups run last first): etcd gone first makes them hang
+	// Both API servers start at once (each takes seconds on a busy machine).
+	names := []string{"prod", "other"}
+	apis := make([]*e2e.KubeAPI, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { apis[i], errs[i] = e2e.StartKubeAPI(ctx, etcd, filepath.Join(dir, name), name) })
 	}
-	prod, other := start("prod"), start("other")
+	wg.Wait()
+	for i, k := range apis {
+		if k != nil {
+			t.Cleanup(k.Stop)
+		}
+		if errors.Is(errs[i], e2e.ErrNoEtcd) && os.Getenv("BEACON_TESTBINS_REQUIRED") == "" {
+			t.Skipf("SKIPPED %s: %v (make testbins builds it)", t.Name(), errs[i])
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	prod, other := apis[0], apis[1]
 
 	certs, err := devcerts.Ensure(filepath.Join(dir, "certs"))
 	if err != nil {
@@ -159,6 +169,20 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 		if got := subscribe(c.token, c.parent, c.node); got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
 		}
+	}
+	// Client certificates work as before beside tokens; a caller with
+	// neither is refused.
+	admin := (&secureIPAM{d: d, ca: ca}).conn(t, accessIDs["admin"])
+	if _, err := ipamv1.NewPoolServiceClient(admin).ListPools(ctx, &ipamv1.ListPoolsRequest{}); err != nil {
+		t.Errorf("an admin certificate beside --kube-announcers: %v", err)
+	}
+	bare, err := grpc.NewClient(d.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bare.Close() }()
+	if _, err := ipamv1.NewPoolServiceClient(bare).ListPools(ctx, &ipamv1.ListPoolsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("no certificate and no token: %v, want Unauthenticated", err)
 	}
 	if t.Failed() {
 		t.Logf("ipamd:\n%s", d.logText())

@@ -1,8 +1,9 @@
 // Package access owns who may call what on the IPAM: it takes each
-// caller's identity from its verified client certificate (never from what
-// the caller says), holds the table of every gRPC method against every
-// role, default deny, and enforces it with gRPC interceptors that scope
-// each request to what the caller is bound to (its tenant, its node).
+// caller's identity from its verified client certificate, or from an
+// announcer's token checked by Tokens (never from what the caller says),
+// holds the table of every gRPC method against every role, default deny,
+// and enforces it with gRPC interceptors that scope each request to what
+// the caller is bound to (its tenant, its node).
 package access
 
 import (
