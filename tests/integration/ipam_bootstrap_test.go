@@ -166,6 +166,12 @@ func TestBootstrapToken(t *testing.T) {
 			t.Errorf("ipamd did not log %s", want)
 		}
 	}
+	_, metrics := httpGet(t, "http://"+d.ops+"/metrics")
+	for result, want := range map[string]float64{"issued": 1, "token": 2} {
+		if got := countSample(metrics, "beacon_ipam_bootstrap_trades_total", `result="`+result+`"`); got != want {
+			t.Errorf("beacon_ipam_bootstrap_trades_total{result=%q} = %v, want %v:\n%s", result, got, want, grepLines(metrics, "bootstrap"))
+		}
+	}
 }
 
 // TestBootstrapAnnouncerd runs the whole bare-metal path with real

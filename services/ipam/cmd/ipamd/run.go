@@ -88,7 +88,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return err
 		}
 	}
-	certs := nodecert.New(store.NewBootstrapTokens(etcd.client, cfg.EtcdTimeout), issuer, cfg.TrustDomain, logger)
+	certs, err := nodecert.New(store.NewBootstrapTokens(etcd.client, cfg.EtcdTimeout), issuer, cfg.TrustDomain, meter, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.TLSClientCA == "" {
 		logger.Warn("no --tls-client-ca: callers are not authenticated and every caller is an admin; use this on one machine only (see docs/security.md)")
 	}

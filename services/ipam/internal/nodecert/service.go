@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,12 +48,22 @@ type Service struct {
 	issuer      *Issuer // nil: no --node-issuer-cert
 	trustDomain string
 	logger      *slog.Logger
+	trades      metric.Int64Counter // nil: not counted
 }
 
 // New returns the service; issuer may be nil (the service then refuses
-// with FAILED_PRECONDITION).
-func New(tokens Tokens, issuer *Issuer, trustDomain string, logger *slog.Logger) *Service {
-	return &Service{tokens: tokens, issuer: issuer, trustDomain: trustDomain, logger: logger}
+// with FAILED_PRECONDITION). meter may be nil.
+func New(tokens Tokens, issuer *Issuer, trustDomain string, meter metric.Meter, logger *slog.Logger) (*Service, error) {
+	s := &Service{tokens: tokens, issuer: issuer, trustDomain: trustDomain, logger: logger}
+	if meter != nil {
+		c, err := meter.Int64Counter("beacon.ipam.bootstrap_trades",
+			metric.WithDescription("Bootstrap tokens traded for node certificates, by result: issued, or why not (token: unknown, spent or expired; invalid: a bad request)."))
+		if err != nil {
+			return nil, err
+		}
+		s.trades = c
+	}
+	return s, nil
 }
 
 // Register registers the service.
@@ -131,8 +143,20 @@ func (s *Service) createBootstrapToken(ctx context.Context, req *ipamv1.CreateBo
 // CreateNodeCertificate trades a bootstrap token for a certificate.
 func (s *Service) CreateNodeCertificate(ctx context.Context, req *ipamv1.CreateNodeCertificateRequest) (*ipamv1.CreateNodeCertificateResponse, error) {
 	resp, err := s.createNodeCertificate(ctx, req)
+	result := "issued"
+	switch {
+	case errors.Is(err, errBadToken):
+		result = "token"
+	case errors.Is(err, errInvalid), errors.Is(err, ErrCSR):
+		result = "invalid"
+	case err != nil:
+		result = "error"
+	}
+	if s.trades != nil {
+		s.trades.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+	}
 	if err != nil {
-		s.logger.WarnContext(ctx, "bootstrap token refused", "error", err.Error())
+		s.logger.WarnContext(ctx, "bootstrap token refused", "result", result, "error", err.Error())
 	}
 	return resp, toStatus(err)
 }
