@@ -149,6 +149,7 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 	wrongAudience := kubeToken(ctx, t, prod, "beacon-announcer", "node-a", "kubernetes")
 	unlisted := kubeToken(ctx, t, prod, "intruder", "node-a", "beacon-ipam")
 	otherCluster := kubeToken(ctx, t, other, "beacon-announcer", "node-a", "beacon-ipam")
+	nodeB := kubeToken(ctx, t, prod, "beacon-announcer", "node-b", "beacon-ipam")
 
 	cases := []struct {
 		what         string
@@ -164,12 +165,21 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 		{"a ServiceAccount not listed", unlisted, parent, "node-a", codes.Unauthenticated},
 		{"a token of another cluster", otherCluster, parent, "node-a", codes.Unauthenticated},
 		{"not a token", "not-a-jwt", parent, "node-a", codes.Unauthenticated},
+		{"the token for another audience again (the refusal is cached)", wrongAudience, parent, "node-a", codes.Unauthenticated},
 	}
 	for _, c := range cases {
 		if got := subscribe(c.token, c.parent, c.node); got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
 		}
 	}
+	// With the cluster's API server gone, a token not seen before cannot be
+	// checked: UNAVAILABLE (the announcer retries), not a refusal, and not
+	// remembered.
+	prod.Stop()
+	if got := subscribe(nodeB, parent, "node-b"); got != codes.Unavailable {
+		t.Errorf("a token while its API server is down: %v, want Unavailable", got)
+	}
+
 	// Client certificates work as before beside tokens; a caller with
 	// neither is refused.
 	admin := (&secureIPAM{d: d, ca: ca}).conn(t, accessIDs["admin"])
@@ -196,7 +206,7 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 		}
 	}
 	_, metrics := httpGet(t, "http://"+d.ops+"/metrics")
-	for result, want := range map[string]float64{"accepted": 1, "unauthenticated": 2, "service_account": 1, "malformed": 1} {
+	for result, want := range map[string]float64{"accepted": 1, "unauthenticated": 2, "service_account": 1, "malformed": 1, "error": 1} {
 		// One accepted review: the token's later uses are answered from
 		// the cache.
 		if got := countSample(metrics, "beacon_ipam_token_reviews_total", `result="`+result+`"`); got != want {
