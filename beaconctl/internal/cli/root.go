@@ -153,6 +153,12 @@ admin token, if those files exist.
 		newVersionCommand(g),
 		newCertsCommand(),
 	)
+	// certs bootstrap talks to the IPAM, so it needs the global flags.
+	for _, c := range root.Commands() {
+		if c.Name() == "certs" {
+			c.AddCommand(newCertsBootstrapCommand(g))
+		}
+	}
 	return root
 }
 

@@ -28,6 +28,12 @@ type config struct {
 	TLSCert          string
 	TLSKey           string
 	Token            string
+	// TokenFile holds a bearer token read again on every connection (a
+	// projected ServiceAccount token, which the kubelet rotates).
+	TokenFile string
+	// BootstrapTokenFile holds a one-time token traded for a certificate
+	// written to CertDir when CertDir holds no valid one.
+	BootstrapTokenFile, CertDir string
 
 	// LocalDevice, when set, is the dummy device on which the node keeps
 	// the L2 addresses it answers for as local addresses (bare metal).
@@ -64,6 +70,9 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	str(&c.TLSCert, "tls-cert", "", "client certificate (PEM)")
 	str(&c.TLSKey, "tls-key", "", "client key (PEM)")
 	str(&c.Token, "token", "", "bearer token for the gateway")
+	str(&c.TokenFile, "token-file", "", "file holding a bearer token, read again on every connection: in Kubernetes, the pod's projected ServiceAccount token (audience beacon-ipam) that the IPAM checks with a TokenReview; needs --tls-ca")
+	str(&c.BootstrapTokenFile, "bootstrap-token-file", "", "bare metal: a one-time bootstrap token (beaconctl certs bootstrap) traded for this node's certificate when --cert-dir holds no valid one; needs --tls-ca and --cert-dir")
+	str(&c.CertDir, "cert-dir", "", "directory of the node's certificate (tls.crt, tls.key; mode 0600) obtained with --bootstrap-token-file")
 	str(&bgpHostname, "bgp-hostname", "node", "host name sent to BGP peers (hostname capability): 'node' for the node name, 'os' for the OS host name, or a name; "+
 		"other than the OS host name, announcerd re-executes itself in its own UTS namespace (needs CAP_SYS_ADMIN)")
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +146,22 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if c.TokenFile != "" && c.Token != "" {
+		errs = append(errs, errors.New("--token and --token-file: give one"))
+	}
+	if c.BootstrapTokenFile != "" {
+		switch {
+		case c.CertDir == "":
+			errs = append(errs, errors.New("--bootstrap-token-file needs --cert-dir"))
+		case c.TLSCA == "":
+			errs = append(errs, errors.New("--bootstrap-token-file needs --tls-ca: the token is sent only over TLS"))
+		case c.TLSCert != "" || c.TokenFile != "" || c.Token != "":
+			errs = append(errs, errors.New("--bootstrap-token-file: the certificate comes from --cert-dir; give no --tls-cert, --token or --token-file"))
+		}
+	}
+	if c.TokenFile != "" && c.TLSCA == "" {
+		errs = append(errs, errors.New("--token-file needs --tls-ca: a token is sent only over TLS"))
 	}
 	return c, errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/services/announcer/bootstrap"
 	"github.com/beaconlb/beacon/services/announcer/internal/bgp"
 	"github.com/beaconlb/beacon/services/announcer/internal/ipamclient"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
@@ -58,6 +60,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 	}
 
+	if cfg.BootstrapTokenFile != "" {
+		if cfg.TLSCert, cfg.TLSKey, err = nodeCertificate(ctx, cfg, logger); err != nil {
+			return err
+		}
+	}
 	dial, err := dialOptions(cfg)
 	if err != nil {
 		return err
@@ -149,6 +156,30 @@ func firstIPv4(itfs []links.Interface) netip.Addr {
 	return netip.Addr{}
 }
 
+// nodeCertificate returns the node's certificate and key in --cert-dir,
+// trading the bootstrap token for them first if there is no valid one
+// (over TLS that verifies the IPAM, with no client certificate).
+func nodeCertificate(ctx context.Context, cfg config, logger *slog.Logger) (string, string, error) {
+	if bootstrap.Valid(cfg.CertDir, time.Now()) {
+		cert, key := bootstrap.Paths(cfg.CertDir)
+		return cert, key, nil
+	}
+	dial, err := dialOptions(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	var conns []grpc.ClientConnInterface
+	for _, addr := range cfg.IPAM {
+		cc, err := grpc.NewClient(addr, dial...)
+		if err != nil {
+			return "", "", fmt.Errorf("ipam %s: %w", addr, err)
+		}
+		defer func() { _ = cc.Close() }()
+		conns = append(conns, cc)
+	}
+	return bootstrap.Ensure(ctx, cfg.CertDir, cfg.BootstrapTokenFile, conns, logger)
+}
+
 // dialOptions returns the options for talking to the IPAM: TLS when a CA
 // is given, keepalives that notice a dead IPAM quickly, and reconnection
 // attempts at most a second apart. gRPC's default backoff (1 s, growing
@@ -165,6 +196,9 @@ func dialOptions(cfg config) ([]grpc.DialOption, error) {
 	}
 	if cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: cfg.Token, tls: cfg.TLSCA != ""}))
+	}
+	if cfg.TokenFile != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile{path: cfg.TokenFile}))
 	}
 	if cfg.TLSCA == "" {
 		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
@@ -197,6 +231,25 @@ type bearer struct {
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
 	return map[string]string{"authorization": "Bearer " + b.token}, nil
 }
+
+// tokenFile sends the token in a file as "authorization: Bearer TOKEN",
+// reading the file on every call (a session is one call), so a token the
+// kubelet rotated is the one sent when the announcer reconnects.
+type tokenFile struct{ path string }
+
+func (t tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	b, err := os.ReadFile(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return nil, fmt.Errorf("token file %s is empty", t.path)
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+func (tokenFile) RequireTransportSecurity() bool { return true }
 
 // RequireTransportSecurity is false only so a lab without TLS works; the
 // gateway refuses tokens over plaintext from anywhere but loopback.

@@ -162,4 +162,9 @@ var table = map[string]Rule{
 	"/beacon.ipam.v1.TokenService/VerifyToken": nobody,
 	// The gateway's own watch, which keeps its token cache honest.
 	"/beacon.ipam.v1.TokenService/WatchTokenRevocations": nobody,
+
+	// Bootstrap tokens for bare-metal nodes: admins make them; nodes trade
+	// them at the IPAM directly (they hold no gateway credential).
+	"/beacon.ipam.v1.CertificateService/CreateBootstrapToken":  adminOnly,
+	"/beacon.ipam.v1.CertificateService/CreateNodeCertificate": nobody,
 }

@@ -24,14 +24,22 @@ type config struct {
 	// StreamsPerCaller caps the streams one adapter or announcer holds.
 	TrustDomain      string
 	StreamsPerCaller int
-	ReleaseHold      time.Duration
-	CommitWorkers    int
-	LogLevel         string
-	OTLPEndpoint     string
-	OTLPInsecure     bool
-	ShutdownGrace    time.Duration
-	EtcdCompaction   time.Duration
-	EtcdTimeout      time.Duration
+	// KubeAnnouncers is the file listing the Kubernetes clusters whose
+	// announcers authenticate with a ServiceAccount token.
+	KubeAnnouncers string
+	// NodeIssuerCert and NodeIssuerKey are the CA that signs the node
+	// certificates bootstrap tokens are traded for; NodeCertValidity is
+	// how long those last.
+	NodeIssuerCert, NodeIssuerKey string
+	NodeCertValidity              time.Duration
+	ReleaseHold                   time.Duration
+	CommitWorkers                 int
+	LogLevel                      string
+	OTLPEndpoint                  string
+	OTLPInsecure                  bool
+	ShutdownGrace                 time.Duration
+	EtcdCompaction                time.Duration
+	EtcdTimeout                   time.Duration
 	// EtcdCA, EtcdCert and EtcdKey secure the connection to an external
 	// etcd; EtcdUsername and EtcdPassword authenticate to it.
 	EtcdCA, EtcdCert, EtcdKey  string
@@ -63,6 +71,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&c.TLSKey, "tls-key", "", "server private key (PEM)")
 	str(&c.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that client certificates must chain to; set to require them")
 	str(&c.TrustDomain, "trust-domain", "beacon", "SPIFFE trust domain of the callers' client certificates (spiffe://DOMAIN/...; see docs/security.md)")
+	str(&c.KubeAnnouncers, "kube-announcers", "", "YAML/JSON file of Kubernetes clusters whose announcers authenticate with their ServiceAccount token, checked with a TokenReview (see docs/security.md); needs --tls-client-ca")
+	str(&c.NodeIssuerCert, "node-issuer-cert", "", "CA certificate (PEM) that signs node certificates traded for bootstrap tokens: the CA --tls-client-ca trusts; with --node-issuer-key")
+	str(&c.NodeIssuerKey, "node-issuer-key", "", "that CA's private key (PEM)")
+	var nodeValidity string
+	str(&nodeValidity, "node-cert-validity", "2160h", "how long a node certificate traded for a bootstrap token is valid")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
 	var hold, grace, compaction, etcdTimeout, workers, insecure, streams string
@@ -94,6 +107,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	dur("shutdown-grace", grace, &c.ShutdownGrace)
 	dur("etcd-compaction", compaction, &c.EtcdCompaction)
 	dur("etcd-timeout", etcdTimeout, &c.EtcdTimeout)
+	dur("node-cert-validity", nodeValidity, &c.NodeCertValidity)
+	if c.NodeCertValidity < time.Hour {
+		errs = append(errs, fmt.Errorf("--node-cert-validity: at least 1h"))
+	}
 	if c.EtcdTimeout == 0 {
 		errs = append(errs, fmt.Errorf("--etcd-timeout: must be positive"))
 	}
@@ -129,6 +146,15 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key"))
+	}
+	if (c.NodeIssuerCert == "") != (c.NodeIssuerKey == "") {
+		errs = append(errs, errors.New("--node-issuer-cert and --node-issuer-key go together"))
+	}
+	if c.NodeIssuerCert != "" && c.TLSClientCA == "" {
+		errs = append(errs, errors.New("--node-issuer-cert needs --tls-client-ca (the CA that trusts the certificates it signs)"))
+	}
+	if c.KubeAnnouncers != "" && c.TLSClientCA == "" {
+		errs = append(errs, errors.New("--kube-announcers needs --tls-client-ca (tokens are checked only over TLS, beside client certificates)"))
 	}
 	return c, errors.Join(errs...)
 }

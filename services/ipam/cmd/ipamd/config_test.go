@@ -18,7 +18,7 @@ func TestParseConfig(t *testing.T) {
 	want := config{
 		Listen: "127.0.0.1:7400", OpsListen: "127.0.0.1:7401", DataDir: "beacon-data", LogLevel: "info",
 		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, EtcdTimeout: 5 * time.Second, CommitWorkers: 1,
-		TrustDomain: "beacon", StreamsPerCaller: 16,
+		TrustDomain: "beacon", StreamsPerCaller: 16, NodeCertValidity: 90 * 24 * time.Hour,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)
@@ -58,6 +58,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--etcd-timeout", "0s"}, "--etcd-timeout"},
 		{[]string{"--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca needs"},
+		{[]string{"--tls-cert", "c", "--tls-key", "k", "--kube-announcers", "k.yaml"}, "--kube-announcers needs --tls-client-ca"},
+		{[]string{"--tls-cert", "c", "--tls-key", "k", "--node-issuer-cert", "ca.pem", "--node-issuer-key", "ca-key.pem"}, "--node-issuer-cert needs --tls-client-ca"},
+		{[]string{"--node-issuer-cert", "ca.pem"}, "--node-issuer-cert and --node-issuer-key go together"},
+		{[]string{"--node-cert-validity", "10m"}, "--node-cert-validity: at least 1h"},
 		{[]string{"--otlp-insecure", "maybe"}, "--otlp-insecure"},
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-username", "beacon"}, "--etcd-username and --etcd-password go together"},

@@ -22,8 +22,10 @@ import (
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
+	"github.com/beaconlb/beacon/services/ipam/internal/nodecert"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
+	"github.com/beaconlb/beacon/services/ipam/internal/tokenreview"
 )
 
 // version is set at build time (make build, make images):
@@ -59,10 +61,34 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 
+	meter := tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam")
+	var tokens access.Tokens
+	if cfg.KubeAnnouncers != "" {
+		kc, err := tokenreview.LoadConfig(cfg.KubeAnnouncers)
+		if err != nil {
+			return err
+		}
+		r, err := tokenreview.New(kc, logger, tokenreview.Options{Meter: meter})
+		if err != nil {
+			return err
+		}
+		tokens = kubeTokens{r}
+		logger.InfoContext(ctx, "announcers may authenticate with Kubernetes ServiceAccount tokens", "clusters", len(kc.Clusters))
+	}
 	guard, err := access.New(access.Options{
-		TrustDomain: cfg.TrustDomain, Insecure: cfg.TLSClientCA == "", Pools: rep,
-		StreamsPerCaller: cfg.StreamsPerCaller, Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
+		TrustDomain: cfg.TrustDomain, Insecure: cfg.TLSClientCA == "", Pools: rep, Tokens: tokens,
+		StreamsPerCaller: cfg.StreamsPerCaller, Meter: meter,
 	}, logger)
+	if err != nil {
+		return err
+	}
+	var issuer *nodecert.Issuer
+	if cfg.NodeIssuerCert != "" {
+		if issuer, err = nodecert.LoadIssuer(cfg.NodeIssuerCert, cfg.NodeIssuerKey, cfg.NodeCertValidity); err != nil {
+			return err
+		}
+	}
+	certs, err := nodecert.New(store.NewBootstrapTokens(etcd.client, cfg.EtcdTimeout), issuer, cfg.TrustDomain, meter, logger)
 	if err != nil {
 		return err
 	}
@@ -83,6 +109,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	rep.Register(gs)
+	certs.Register(gs)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -154,8 +181,29 @@ func serverTLS(cfg config) (credentials.TransportCredentials, error) {
 			return nil, fmt.Errorf("tls client ca %s: no certificates", cfg.TLSClientCA)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		if cfg.KubeAnnouncers != "" || cfg.NodeIssuerCert != "" {
+			// Announcers with a token, and nodes trading a bootstrap
+			// token, present no certificate; a certificate, when given,
+			// must still verify.
+			tc.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 	}
 	return credentials.NewTLS(tc), nil
+}
+
+// kubeTokens lets the guard authenticate announcers by their Kubernetes
+// ServiceAccount token.
+type kubeTokens struct{ r *tokenreview.Reviewer }
+
+func (k kubeTokens) AnnouncerOf(ctx context.Context, token string) (string, string, error) {
+	id, err := k.r.Authenticate(ctx, token)
+	if errors.Is(err, tokenreview.ErrUnavailable) {
+		return "", "", fmt.Errorf("%w: %w", access.ErrTokenUnavailable, err)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return id.Tenant, id.Node, nil
 }
 
 // etcdConn is the replica's etcd client and what must stop with it.

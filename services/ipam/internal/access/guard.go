@@ -35,6 +35,13 @@ type Pools interface {
 	PoolTenants(ctx context.Context, id string) (tenants []string, found bool, err error)
 }
 
+// Tokens authenticates an announcer by a bearer token.
+type Tokens interface {
+	// AnnouncerOf returns the tenant and node the token speaks for, or an
+	// error saying why not (logged, never sent to the caller).
+	AnnouncerOf(ctx context.Context, token string) (tenant, node string, err error)
+}
+
 // Options configure a Guard.
 type Options struct {
 	// TrustDomain is the SPIFFE trust domain callers' IDs must be of.
@@ -45,6 +52,10 @@ type Options struct {
 	Insecure bool
 	// Pools looks up the pools adapters change.
 	Pools Pools
+	// Tokens, when set, authenticates callers without a client
+	// certificate by the bearer token they send (announcers in Kubernetes
+	// with their ServiceAccount token).
+	Tokens Tokens
 	// StreamsPerCaller caps the streams one adapter or announcer may hold
 	// open at once (default 16).
 	StreamsPerCaller int
@@ -97,6 +108,17 @@ type caller struct {
 // errUnauthenticated is a caller without a valid identity.
 var errUnauthenticated = errors.New("no valid client certificate identity")
 
+// errNoCredential is a caller over TLS with no client certificate and no
+// token.
+var errNoCredential = fmt.Errorf("%w: no client certificate and no bearer token", errUnauthenticated)
+
+// ErrTokenUnavailable is what Tokens wraps when it cannot check a token
+// now (the caller is told UNAVAILABLE and retries).
+var ErrTokenUnavailable = errors.New("access: the token could not be checked now")
+
+// unauthenticatedText is what an unauthenticated caller is told.
+const unauthenticatedText = "the IPAM needs a client certificate with a Beacon SPIFFE ID"
+
 // identify establishes who calls, from the verified client certificate.
 func (g *Guard) identify(ctx context.Context) (caller, error) {
 	forwarded := func() string {
@@ -117,8 +139,11 @@ func (g *Guard) identify(ctx context.Context) (caller, error) {
 		return caller{}, errUnauthenticated
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return caller{}, errUnauthenticated
+	}
+	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return g.identifyToken(ctx)
 	}
 	id, err := spiffeid.FromCert(info.State.VerifiedChains[0][0], g.opts.TrustDomain)
 	if err != nil {
@@ -131,6 +156,42 @@ func (g *Guard) identify(ctx context.Context) (caller, error) {
 		}
 	}
 	return c, nil
+}
+
+// identifyToken establishes who calls without a client certificate over
+// TLS, from the bearer token it sends: an announcer's.
+func (g *Guard) identifyToken(ctx context.Context) (caller, error) {
+	if g.opts.Tokens == nil {
+		return caller{}, errNoCredential
+	}
+	v := metadata.ValueFromIncomingContext(ctx, "authorization")
+	if len(v) == 0 {
+		return caller{}, errNoCredential
+	}
+	if len(v) != 1 {
+		return caller{}, fmt.Errorf("%w: %d authorization values", errUnauthenticated, len(v))
+	}
+	token, ok := strings.CutPrefix(v[0], "Bearer ")
+	if !ok || token == "" {
+		return caller{}, fmt.Errorf("%w: the authorization is not a bearer token", errUnauthenticated)
+	}
+	tenant, node, err := g.opts.Tokens.AnnouncerOf(ctx, token)
+	if err != nil {
+		return caller{}, err
+	}
+	id := spiffeid.ID{TrustDomain: g.opts.TrustDomain, Role: spiffeid.Announcer, Tenant: tenant, Name: node}
+	if err := id.Validate(); err != nil {
+		return caller{}, fmt.Errorf("%w: token: %w", errUnauthenticated, err)
+	}
+	return caller{id: id, actor: id.String()}, nil
+}
+
+// refuseUnidentified logs, counts and answers a caller identify refused.
+func (g *Guard) refuseUnidentified(ctx context.Context, method string, err error) error {
+	if errors.Is(err, ErrTokenUnavailable) {
+		return g.refuse(ctx, caller{}, method, codes.Unavailable, "the IPAM cannot check the token now; retry", err)
+	}
+	return g.refuse(ctx, caller{}, method, codes.Unauthenticated, unauthenticatedText+" or an announcer's ServiceAccount token", err)
 }
 
 // accessOf returns what c may do with method.
@@ -147,8 +208,9 @@ func accessOf(c caller, method string) Access {
 	return Deny
 }
 
-// refuse logs and counts a refusal and returns its status error.
-func (g *Guard) refuse(ctx context.Context, c caller, method string, code codes.Code, why string) error {
+// refuse logs and counts a refusal and returns its status error; detail,
+// if any, is logged and never sent to the caller.
+func (g *Guard) refuse(ctx context.Context, c caller, method string, code codes.Code, why string, detail ...error) error {
 	if g.denied != nil {
 		g.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("method", method), attribute.String("role", string(c.id.Role))))
 	}
@@ -156,7 +218,11 @@ func (g *Guard) refuse(ctx context.Context, c caller, method string, code codes.
 	if c.id.Role == "" {
 		who = "unauthenticated"
 	}
-	g.logger.WarnContext(ctx, "call refused", "caller", who, "method", method, "code", code.String(), "reason", why)
+	attrs := []any{"caller", who, "method", method, "code", code.String(), "reason", why}
+	if err := errors.Join(detail...); err != nil {
+		attrs = append(attrs, "detail", err.Error())
+	}
+	g.logger.WarnContext(ctx, "call refused", attrs...)
 	return status.Error(code, why)
 }
 
@@ -187,12 +253,19 @@ func refusalOf(err error) (codes.Code, string) {
 func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		c, err := g.identify(ctx)
-		if err != nil {
-			return nil, g.refuse(ctx, c, info.FullMethod, codes.Unauthenticated, "the IPAM needs a client certificate with a Beacon SPIFFE ID")
+		anonymous := err != nil && Anonymous[info.FullMethod] && errors.Is(err, errNoCredential)
+		if err != nil && !anonymous {
+			return nil, g.refuseUnidentified(ctx, info.FullMethod, err)
+		}
+		if anonymous {
+			c = caller{actor: "anonymous"}
 		}
 		ctx = context.WithValue(ctx, actorKey{}, c.actor)
 		msg, _ := req.(proto.Message)
 		acc := accessOf(c, info.FullMethod)
+		if anonymous {
+			acc = Allow
+		}
 		if err := g.checkRequest(ctx, c, acc, msg, true); err != nil {
 			return nil, g.refuseCheck(ctx, c, info.FullMethod, err)
 		}
@@ -214,7 +287,7 @@ func (g *Guard) Stream() grpc.StreamServerInterceptor {
 		ctx := ss.Context()
 		c, err := g.identify(ctx)
 		if err != nil {
-			return g.refuse(ctx, c, info.FullMethod, codes.Unauthenticated, "the IPAM needs a client certificate with a Beacon SPIFFE ID")
+			return g.refuseUnidentified(ctx, info.FullMethod, err)
 		}
 		acc := accessOf(c, info.FullMethod)
 		if acc == Deny {

@@ -1,8 +1,9 @@
 // Package access owns who may call what on the IPAM: it takes each
-// caller's identity from its verified client certificate (never from what
-// the caller says), holds the table of every gRPC method against every
-// role, default deny, and enforces it with gRPC interceptors that scope
-// each request to what the caller is bound to (its tenant, its node).
+// caller's identity from its verified client certificate, or from an
+// announcer's token checked by Tokens (never from what the caller says),
+// holds the table of every gRPC method against every role, default deny,
+// and enforces it with gRPC interceptors that scope each request to what
+// the caller is bound to (its tenant, its node).
 package access
 
 import (
@@ -158,4 +159,18 @@ var Table = map[string]Rule{
 	"/beacon.ipam.v1.TokenService/DeleteToken":           adminOnly,
 	"/beacon.ipam.v1.TokenService/VerifyToken":           adminOnly,
 	"/beacon.ipam.v1.TokenService/WatchTokenRevocations": adminOnly,
+
+	// Bootstrap tokens are an admin's to make; trading one for a node
+	// certificate is open to callers with no credential at all (see
+	// Anonymous), since the token in the request is the credential.
+	"/beacon.ipam.v1.CertificateService/CreateBootstrapToken":  adminOnly,
+	"/beacon.ipam.v1.CertificateService/CreateNodeCertificate": adminOnly,
+}
+
+// Anonymous are the methods a caller that presents no credential (no
+// client certificate, no token) may call: their request carries its own
+// credential, which the method checks. A caller that does present one is
+// held to Table as usual.
+var Anonymous = map[string]bool{
+	"/beacon.ipam.v1.CertificateService/CreateNodeCertificate": true,
 }
