@@ -309,8 +309,19 @@ type Allocation struct {
 	// Output only. Set on the allocations ListAllocations returns with held
 	// set: when the hold keeping the released owner's addresses ends.
 	HoldExpireTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=hold_expire_time,json=holdExpireTime,proto3" json:"hold_expire_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A global group to join, "pools/{pool}/globalGroups/{group}": the
+	// allocation gets the group's addresses, shared with the members of the
+	// other tenants (clusters). The tenant must be granted to join; at most
+	// one member per tenant; not with sharing_key or requested_addresses. A
+	// member is announced only over BGP, and only from nodes with ready
+	// endpoints (endpoint_nodes), whatever its traffic_policy: a cluster with
+	// none withdraws the address.
+	GlobalGroup string `protobuf:"bytes,25,opt,name=global_group,json=globalGroup,proto3" json:"global_group,omitempty"`
+	// The member's role in its global group: active (ECMP with the other
+	// active members) or backup (announced less preferred).
+	GlobalRole    GlobalRole `protobuf:"varint,26,opt,name=global_role,json=globalRole,proto3,enum=beacon.ipam.v1.GlobalRole" json:"global_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -511,6 +522,20 @@ func (x *Allocation) GetHoldExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Allocation) GetGlobalGroup() string {
+	if x != nil {
+		return x.GlobalGroup
+	}
+	return ""
+}
+
+func (x *Allocation) GetGlobalRole() GlobalRole {
+	if x != nil {
+		return x.GlobalRole
+	}
+	return GlobalRole_GLOBAL_ROLE_UNSPECIFIED
+}
+
 // AllocationAnnouncement is one node announcing an allocation's addresses.
 type AllocationAnnouncement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -591,7 +616,7 @@ type UpdateAllocationRequest struct {
 	// used.
 	Allocation *Allocation `protobuf:"bytes,1,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// Fields to change: owner_labels, namespace_labels, ports, traffic_policy,
-	// endpoint_nodes, ttl.
+	// endpoint_nodes, ttl, global_role.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// Makes retries safe.
 	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1543,7 +1568,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\n" +
 	"\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
@@ -1576,7 +1601,10 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\vupdate_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12L\n" +
 	"\rannouncements\x18\x17 \x03(\v2&.beacon.ipam.v1.AllocationAnnouncementR\rannouncements\x12D\n" +
-	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x1a>\n" +
+	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x12!\n" +
+	"\fglobal_group\x18\x19 \x01(\tR\vglobalGroup\x12;\n" +
+	"\vglobal_role\x18\x1a \x01(\x0e2\x1a.beacon.ipam.v1.GlobalRoleR\n" +
+	"globalRole\x1a>\n" +
 	"\x10OwnerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
@@ -1734,8 +1762,9 @@ var file_beacon_ipam_v1_allocation_proto_goTypes = []any{
 	(IPFamily)(0),                    // 24: beacon.ipam.v1.IPFamily
 	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
-	(AnnouncementProtocol)(0),        // 27: beacon.ipam.v1.AnnouncementProtocol
-	(*fieldmaskpb.FieldMask)(nil),    // 28: google.protobuf.FieldMask
+	(GlobalRole)(0),                  // 27: beacon.ipam.v1.GlobalRole
+	(AnnouncementProtocol)(0),        // 28: beacon.ipam.v1.AnnouncementProtocol
+	(*fieldmaskpb.FieldMask)(nil),    // 29: google.protobuf.FieldMask
 }
 var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
 	22, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
@@ -1750,41 +1779,42 @@ var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
 	26, // 9: beacon.ipam.v1.Allocation.update_time:type_name -> google.protobuf.Timestamp
 	5,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
 	26, // 11: beacon.ipam.v1.Allocation.hold_expire_time:type_name -> google.protobuf.Timestamp
-	27, // 12: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
-	4,  // 13: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	28, // 14: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 15: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	2,  // 16: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
-	4,  // 17: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 18: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	25, // 19: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
-	26, // 20: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 21: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 22: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
-	25, // 23: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 24: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	21, // 25: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
-	3,  // 26: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
-	4,  // 27: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
-	9,  // 28: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
-	11, // 29: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
-	13, // 30: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
-	15, // 31: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
-	17, // 32: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
-	6,  // 33: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
-	19, // 34: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
-	10, // 35: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
-	12, // 36: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
-	14, // 37: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
-	16, // 38: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
-	18, // 39: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
-	7,  // 40: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
-	20, // 41: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	27, // 12: beacon.ipam.v1.Allocation.global_role:type_name -> beacon.ipam.v1.GlobalRole
+	28, // 13: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	4,  // 14: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	29, // 15: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,  // 16: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	2,  // 17: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
+	4,  // 18: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 19: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	25, // 20: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
+	26, // 21: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 22: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 23: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
+	25, // 24: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 25: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	21, // 26: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
+	3,  // 27: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
+	4,  // 28: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
+	9,  // 29: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
+	11, // 30: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
+	13, // 31: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
+	15, // 32: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
+	17, // 33: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
+	6,  // 34: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
+	19, // 35: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
+	10, // 36: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
+	12, // 37: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
+	14, // 38: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
+	16, // 39: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
+	18, // 40: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
+	7,  // 41: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
+	20, // 42: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
+	36, // [36:43] is the sub-list for method output_type
+	29, // [29:36] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_allocation_proto_init() }
@@ -1794,6 +1824,7 @@ func file_beacon_ipam_v1_allocation_proto_init() {
 	}
 	file_beacon_ipam_v1_announcer_proto_init()
 	file_beacon_ipam_v1_common_proto_init()
+	file_beacon_ipam_v1_group_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

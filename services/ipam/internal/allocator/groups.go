@@ -3,9 +3,11 @@ package allocator
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // GroupResult is the outcome of a global group write or read.
@@ -185,4 +187,40 @@ func (a *Allocator) DeleteGroup(ctx context.Context, key string, etagRev int64, 
 		return err
 	}
 	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", index.GroupName(key))
+}
+
+// refuseL2 refuses a global group's member that one of its tenant's L2
+// advertisements would announce: L2 is per segment, and one address
+// answered for on several clusters' segments is a conflict, not anycast.
+// (The planner never announces a member over L2 either, should an L2
+// advertisement selecting it be created later.)
+func (a *Allocator) refuseL2(ctx context.Context, req *ipam.Allocation) error {
+	st, ok := a.idx.Group(req.GlobalGroup)
+	if !ok {
+		return nil // PlanAllocate refuses it, after catching up
+	}
+	pool, _, ok := a.idx.Pool(st.Group.Pool)
+	if !ok {
+		return nil
+	}
+	after := ""
+	for {
+		page, err := a.store.List(ctx, ipam.KindL2Advertisement, req.Tenant+"/", after, a.opts.ListPage, 0)
+		if err != nil {
+			return err
+		}
+		for _, ev := range page.Items {
+			ad := ev.Value.(*ipam.L2Advertisement)
+			all := len(ad.Pools) == 0 && len(ad.PoolSelectors) == 0
+			if (all || slices.Contains(ad.Pools, pool.Name) || selector.AnyMatches(ad.PoolSelectors, pool.Labels) && len(ad.PoolSelectors) > 0) &&
+				selector.AnyMatches(ad.OwnerSelectors, req.OwnerLabels) {
+				return ipam.Refuse(ipam.ErrNotAllowed, "L2 advertisement %q of tenant %q selects pool %q of global group %s: a global address is announced over BGP only (L2 is per segment); narrow the L2 advertisement's pools or owner selectors",
+					ad.ID, req.Tenant, pool.Name, index.GroupName(req.GlobalGroup))
+			}
+		}
+		if !page.More || len(page.Items) == 0 {
+			return nil
+		}
+		after = page.Items[len(page.Items)-1].Ref.ID
+	}
 }

@@ -208,7 +208,21 @@ type PlanRoute struct {
 	Communities      []uint32
 	LargeCommunities [][3]uint32
 	LocalPref        uint32
+	// MED and ASPathPrepend (how many times the node's AS is prepended)
+	// make the route less preferred: set on a global group's backup
+	// member's routes (see BackupMED).
+	MED           uint32
+	ASPathPrepend uint32
 }
+
+// The attributes of a global group's backup member's routes: the highest
+// MED routers compare, the node's AS prepended three times, and on iBGP
+// half the local preference (of 100 when the advertisement sets none), so
+// that an active member's route wins by every rule routers apply.
+const (
+	BackupMED           = 1000
+	BackupASPathPrepend = 3
+)
 
 // PlanL2 is an address a node answers ARP/NDP for.
 type PlanL2 struct {
