@@ -215,10 +215,11 @@ type PlanRoute struct {
 	ASPathPrepend uint32
 }
 
-// The attributes of a global group's backup member's routes: the highest
-// MED routers compare, the node's AS prepended three times, and on iBGP
-// half the local preference (of 100 when the advertisement sets none), so
-// that an active member's route wins by every rule routers apply.
+// The attributes of a global group's backup member's routes: a MED of
+// 1000, and on eBGP the node's AS prepended three times, on iBGP half the
+// local preference (of 100 when the advertisement sets none; never a
+// prepend, which an iBGP peer would drop as a loop), so that an active
+// member's route wins by every rule routers apply.
 const (
 	BackupMED           = 1000
 	BackupASPathPrepend = 3

@@ -191,8 +191,10 @@ func (c *compiled) routesVia(n int, p netip.Prefix, ads bitset, backup bool, dst
 		r := c.attrs(pi, via)
 		r.Prefix = p
 		if backup {
-			r.MED, r.ASPathPrepend = ipam.BackupMED, ipam.BackupASPathPrepend
-			if c.peers[pi].ibgp {
+			r.MED = ipam.BackupMED
+			if !c.peers[pi].ibgp {
+				r.ASPathPrepend = ipam.BackupASPathPrepend // an iBGP peer would drop a path with its own AS
+			} else {
 				lp := r.LocalPref
 				if lp == 0 {
 					lp = 100
