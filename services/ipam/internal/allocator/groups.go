@@ -195,6 +195,9 @@ func (a *Allocator) DeleteGroup(ctx context.Context, key string, etagRev int64, 
 // (The planner never announces a member over L2 either, should an L2
 // advertisement selecting it be created later.)
 func (a *Allocator) refuseL2(ctx context.Context, req *ipam.Allocation) error {
+	if cur, _, ok := a.idx.Allocation(req.Tenant + "/" + ipam.AllocationID(req.Owner)); ok && cur.GlobalGroup == req.GlobalGroup {
+		return nil // a member already: its retries and resyncs are answered as before
+	}
 	st, ok := a.idx.Group(req.GlobalGroup)
 	if !ok {
 		return nil // PlanAllocate refuses it, after catching up

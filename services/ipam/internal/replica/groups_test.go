@@ -153,6 +153,17 @@ func TestGlobalGroupRefusals(t *testing.T) {
 	_, err := allocate(ctxT(t), n, "b", &ipamv1.Allocation{Owner: "x/api", GlobalGroup: g.GetName()})
 	wantStatus(t, err, codes.FailedPrecondition, "not granted")
 	diff(t, "c joins", []string{"198.51.100.80"}, addrsOf(t, n, "c", &ipamv1.Allocation{Owner: "x/api", GlobalGroup: g.GetName()}))
+	// An L2 advertisement made after a member joined does not refuse the
+	// member's retries (the planner keeps it off L2).
+	if _, err := n.ann.CreateL2Advertisement(ctxT(t), &ipamv1.CreateL2AdvertisementRequest{
+		Parent: "tenants/a", L2AdvertisementId: "late", L2Advertisement: &ipamv1.L2Advertisement{Pools: []string{"pools/gr"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := n.allocs.Allocate(ctxT(t), &ipamv1.AllocateRequest{Parent: "tenants/a", Allocation: &ipamv1.Allocation{Owner: "x/api", GlobalGroup: g.GetName()}})
+	if err != nil || again.GetCreated() {
+		t.Fatalf("member's retry after a late L2 advertisement: created %v, %v", again.GetCreated(), err)
+	}
 }
 
 // TestGlobalGroupConcurrentFirstJoins: tenants joining an empty group at
