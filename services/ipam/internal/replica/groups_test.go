@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,6 +101,19 @@ func TestGlobalGroupSharesOneAddressAcrossTenants(t *testing.T) {
 	eventually(t, 10e9, "group empty", func() bool { return len(getGroup(t, other, g.GetName()).GetAddresses()) == 0 })
 	// Freed: the next ordinary allocation takes the lowest, the group's old one.
 	diff(t, "freed", []string{"198.51.100.64"}, addrsOf(t, n, "east", &ipamv1.Allocation{Owner: "shop/cache", RequestedPool: "pools/anycast"}))
+	// Each tenant's audit log has its member's join and leave, with the
+	// shared address.
+	for _, tn := range []string{"east", "west", "north"} {
+		resp, err := n.audit.ListAuditRecords(ctxT(t), &ipamv1.ListAuditRecordsRequest{Parent: "tenants/" + tn, Filter: `owner = "shop/web"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range resp.GetAuditRecords() {
+			got = append(got, r.GetAction().String()+" "+strings.Join(r.GetAddresses(), ","))
+		}
+		diff(t, tn+" audit", []string{"ACTION_RELEASE " + strings.Join(want, ","), "ACTION_ALLOCATE " + strings.Join(want, ",")}, got)
+	}
 	if _, err := other.groups.DeleteGlobalGroup(ctxT(t), &ipamv1.DeleteGlobalGroupRequest{Name: g.GetName()}); err != nil {
 		t.Fatalf("delete empty group: %v", err)
 	}
