@@ -42,7 +42,9 @@ func TestGlobalGroupAcrossClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := g.GetGlobalGroup().GetName()
-	t.Cleanup(func() { _, _ = groups.DeleteGlobalGroup(context.Background(), &ipamv1.DeleteGlobalGroupRequest{Name: name}) })
+	t.Cleanup(func() {
+		_, _ = groups.DeleteGlobalGroup(context.Background(), &ipamv1.DeleteGlobalGroupRequest{Name: name})
+	})
 	east.start(nil)
 	west.start(nil)
 	join := func(s *corev1.Service) { s.Annotations = map[string]string{"beacon.io/global-group": pool + "/web"} }
