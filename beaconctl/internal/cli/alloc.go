@@ -266,7 +266,7 @@ func newAllocListCommand(g *globals) *cobra.Command {
 		Long: `List allocations in name order, of one tenant or of every tenant.
 
 --filter is a conjunction of terms joined by AND, each FIELD = "VALUE" with
-FIELD one of pool, owner, namespace, address, sharing_key or labels.KEY, or
+FIELD one of pool, owner, namespace, address, sharing_key, global_group or labels.KEY, or
 labels.KEY:* (has the label).
 
 --held lists the holds instead: addresses kept for released owners (a

@@ -1147,8 +1147,8 @@ type ListAllocationsRequest struct {
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Conjunction of terms joined by AND, each `FIELD = "VALUE"` with FIELD one
-	// of pool, owner, namespace, address, sharing_key or labels.KEY, or
-	// `labels.KEY:*`.
+	// of pool, owner, namespace, address, sharing_key, global_group
+	// ("pools/{pool}/globalGroups/{group}") or labels.KEY, or `labels.KEY:*`.
 	Filter string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	// List the holds instead: the released owners whose addresses are kept
 	// for them (each as its last allocation, with hold_expire_time). Release

@@ -85,6 +85,17 @@ func TestGlobalGroupSharesOneAddressAcrossTenants(t *testing.T) {
 		"tenants/west/allocations/" + allocationID("shop/web") + " GLOBAL_ROLE_BACKUP",
 	}, members(got))
 
+	// ListAllocations filters by group, across tenants.
+	list, err := n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/-", Filter: fmt.Sprintf("global_group = %q", g.GetName())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range list.GetAllocations() {
+		names = append(names, a.GetName())
+	}
+	diff(t, "members listed", []string{"tenants/east/allocations/" + allocationID("shop/web"), "tenants/west/allocations/" + allocationID("shop/web")}, names)
+
 	// The group cannot be deleted while it has members.
 	_, err = n.groups.DeleteGlobalGroup(ctxT(t), &ipamv1.DeleteGlobalGroupRequest{Name: g.GetName()})
 	wantStatus(t, err, codes.FailedPrecondition, "member")
