@@ -228,3 +228,39 @@ func TestGlobalGroupConcurrentFirstJoins(t *testing.T) {
 		diff(t, "group members", len(tenants), len(getGroup(t, b, g.GetName()).GetMembers()))
 	}
 }
+
+// TestGlobalGroupDeleteRacesFirstJoin: a delete and a first join of an empty
+// group at once, through two replicas, never both succeed: a member of a
+// deleted group would hold an address no group accounts for.
+func TestGlobalGroupDeleteRacesFirstJoin(t *testing.T) {
+	a, b := groupsNode(t), groupsNode(t)
+	mustPool(t, a, "del-race", &ipamv1.Pool{Ranges: []string{"198.51.100.112/29"}})
+	for round := range 10 {
+		g := mustGroup(t, a, "del-race", fmt.Sprintf("g%d", round), "t1")
+		var joinErr, delErr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, joinErr = allocate(ctxT(t), b, "t1", &ipamv1.Allocation{Owner: fmt.Sprintf("svc%d", round), GlobalGroup: g.GetName()})
+		}()
+		go func() {
+			defer wg.Done()
+			_, delErr = a.groups.DeleteGlobalGroup(ctxT(t), &ipamv1.DeleteGlobalGroupRequest{Name: g.GetName()})
+		}()
+		wg.Wait()
+		switch {
+		case joinErr == nil && delErr == nil:
+			t.Fatalf("round %d: the join and the delete both succeeded", round)
+		case joinErr == nil:
+			wantCode(t, delErr, codes.FailedPrecondition)
+			releaseOwner(t, a, "t1", fmt.Sprintf("svc%d", round))
+		case delErr == nil:
+			wantCode(t, joinErr, codes.NotFound)
+		default:
+			t.Fatalf("round %d: both failed: join %v, delete %v", round, joinErr, delErr)
+		}
+	}
+	// Whatever won, no address is left claimed: the pool is empty again.
+	diff(t, "free again", []string{"198.51.100.112"}, addrsOf(t, a, "t1", &ipamv1.Allocation{Owner: "after", RequestedPool: "pools/del-race"}))
+}
