@@ -279,6 +279,26 @@ func TestConsole(t *testing.T) {
 		}
 	}
 
+	// Global groups: one address for two tenants, listed with its members.
+	if code, out := gw.do(t, "POST", "/v1/pools?poolId=anycast", `{"ranges":["198.51.100.64/29"]}`); code != http.StatusOK {
+		t.Fatalf("create pool anycast = %d %s", code, out)
+	}
+	if code, out := gw.do(t, "POST", "/v1/pools/anycast/globalGroups?globalGroupId=web", `{"tenants":["tenants/east","tenants/west"],"description":"shop frontend"}`); code != http.StatusOK {
+		t.Fatalf("create global group = %d %s", code, out)
+	}
+	gw.allocate(t, "east", `{"allocation":{"owner":"shop/web","globalGroup":"pools/anycast/globalGroups/web"}}`)
+	gw.allocate(t, "west", `{"allocation":{"owner":"shop/web","globalGroup":"pools/anycast/globalGroups/web","globalRole":"GLOBAL_ROLE_BACKUP"}}`)
+	do("open global groups",
+		chromedp.Click(chromedp.CSS(`#nav a[data-route="groups"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#groups-table tr[data-group="web"]`)))
+	grow := text(`#groups-table tr[data-group="web"]`)
+	for _, want := range []string{"shop frontend", "anycast", "198.51.100.64", "east", "west", "shop/web", "(backup)", "(active)"} {
+		if !strings.Contains(grow, want) {
+			t.Errorf("global group row lacks %q:\n%s", want, grow)
+		}
+	}
+	look("console-groups")
+
 	// Sign-out forgets the token.
 	do("sign out", chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))
 	if stored := eval(`sessionStorage.getItem('beacon.console.token') ?? ''`); stored != "" {

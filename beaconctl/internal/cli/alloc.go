@@ -67,6 +67,8 @@ type allocateFlags struct {
 	families        []string
 	dualStack       string
 	sharingKey      string
+	globalGroup     string
+	backup          bool
 	ports           []string
 	namespace       string
 	labels          []string
@@ -102,6 +104,17 @@ func (f *allocateFlags) request(cmd *cobra.Command, owner string) (*ipamv1.Alloc
 		if a.RequestedPool, err = poolName(f.pool); err != nil {
 			return nil, err
 		}
+	}
+	if f.globalGroup != "" {
+		if a.GlobalGroup, err = groupName(f.globalGroup); err != nil {
+			return nil, err
+		}
+		a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
+		if f.backup {
+			a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP
+		}
+	} else if f.backup {
+		return nil, fmt.Errorf("--backup needs --global-group")
 	}
 	for _, s := range f.families {
 		fam, err := parseFamily(s)
@@ -194,6 +207,8 @@ is renewed in time (alloc renew).`,
 	fs.StringSliceVar(&f.families, "family", nil, "address `FAMILY` wanted, ipv4 or ipv6, the first being the primary (repeatable)")
 	fs.StringVar(&f.dualStack, "dual-stack", "", "dual-stack `POLICY`: require (one IPv4 and one IPv6 address, or nothing) or prefer (both if the pool can)")
 	fs.StringVar(&f.sharingKey, "sharing-key", "", "share an address with owners that have the same `KEY` and other ports")
+	fs.StringVar(&f.globalGroup, "global-group", "", "join the global group `POOL/GROUP`: share its address with the other tenants' members")
+	fs.BoolVar(&f.backup, "backup", false, "with --global-group: a backup member, announced less preferred (active/standby)")
 	fs.StringSliceVar(&f.ports, "port", nil, "`PORT[/PROTO]` the owner serves, for sharing; PROTO is tcp (default), udp or sctp (repeatable)")
 	fs.StringVar(&f.namespace, "namespace", "", "the owner's `NAMESPACE`, for pools whose policy names namespaces")
 	fs.StringArrayVar(&f.labels, "label", nil, "owner label `KEY=VALUE`, for pools whose policy selects owners (repeatable)")
@@ -253,7 +268,7 @@ func newAllocListCommand(g *globals) *cobra.Command {
 		Long: `List allocations in name order, of one tenant or of every tenant.
 
 --filter is a conjunction of terms joined by AND, each FIELD = "VALUE" with
-FIELD one of pool, owner, namespace, address, sharing_key or labels.KEY, or
+FIELD one of pool, owner, namespace, address, sharing_key, global_group or labels.KEY, or
 labels.KEY:* (has the label).
 
 --held lists the holds instead: addresses kept for released owners (a

@@ -149,6 +149,7 @@ admin token, if those files exist.
 		newConfigCommand(g, nodeKind()),
 		newAnnouncerCommand(g),
 		newTenantCommand(g),
+		newGroupCommand(g),
 		newTokenCommand(g),
 		newVersionCommand(g),
 		newCertsCommand(),

@@ -161,7 +161,7 @@ func (c *Controller) serve(ctx context.Context, svc *corev1.Service, s *request.
 			opts.NamespaceLabels = ns.Labels
 		}
 	}
-	if s.ExternalTrafficPolicy == "Local" {
+	if s.ExternalTrafficPolicy == "Local" || request.IsGlobal(s.Annotations) {
 		opts.EndpointNodes = c.endpointNodes(key)
 	}
 	want, warns, err := request.Build(s, opts)

@@ -55,6 +55,9 @@ func Explain(err error, tenant string) (string, string) {
 	case "IN_USE":
 		return reason.InUse, msg
 	case "NOT_FOUND":
+		if strings.HasPrefix(e.Message, "global group ") {
+			return reason.GlobalGroupNotFound, msg + "; an administrator creates it with `beaconctl group create POOL/GROUP --tenant " + tenant + "`"
+		}
 		if strings.Contains(e.Message, "pool") {
 			return reason.PoolNotFound, msg
 		}

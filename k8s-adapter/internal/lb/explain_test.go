@@ -35,6 +35,9 @@ func TestExplain(t *testing.T) {
 		{"exhausted", wrap("allocate", ipamErr(codes.ResourceExhausted, "POOL_EXHAUSTED", "no free address", nil)), reason.PoolExhausted, []string{"no free address"}},
 		{"pool in use", fmt.Errorf("IPAddressPool x: %w", ipamErr(codes.FailedPrecondition, "POOL_IN_USE", "pool \"x\" has 1 address(es) in use: 198.51.100.5 (allocated to ns/web)", nil)), reason.PoolInUse, []string{"198.51.100.5 (allocated to ns/web)"}},
 		{"bad argument, no ErrorInfo", status.Error(codes.InvalidArgument, "pool.ranges[0]: not a range"), reason.InvalidSpec, []string{"pool.ranges[0]: not a range"}},
+		{"no such global group", ipamErr(codes.NotFound, "NOT_FOUND", "global group pools/a/globalGroups/web not found", nil), reason.GlobalGroupNotFound, []string{"pools/a/globalGroups/web", "beaconctl group create POOL/GROUP --tenant c1"}},
+		{"global group not granted", ipamErr(codes.FailedPrecondition, "NOT_ALLOWED", `tenant "c1" is not granted to join global group pools/a/globalGroups/web`, nil), reason.NotAllowed, []string{"not granted"}},
+		{"pool not found", ipamErr(codes.NotFound, "NOT_FOUND", `pool "x" not found`, nil), reason.PoolNotFound, []string{`pool "x"`}},
 		{"unavailable", status.Error(codes.Unavailable, "connection refused"), reason.IPAMUnavailable, []string{"retrying"}},
 		{"context", context.DeadlineExceeded, reason.IPAMUnavailable, []string{"retrying"}},
 	}

@@ -107,6 +107,7 @@ func (c *Client) Ensure(ctx context.Context, want *ipamv1.Allocation) (Result, e
 	upd := &ipamv1.Allocation{
 		Name: res.Allocation.GetName(), OwnerLabels: want.GetOwnerLabels(), NamespaceLabels: want.GetNamespaceLabels(),
 		Ports: want.GetPorts(), TrafficPolicy: want.GetTrafficPolicy(), EndpointNodes: want.GetEndpointNodes(),
+		GlobalRole: want.GetGlobalRole(),
 	}
 	uresp, err := c.alloc.UpdateAllocation(ctx, &ipamv1.UpdateAllocationRequest{Allocation: upd, UpdateMask: &fieldmaskpb.FieldMask{Paths: mask}})
 	if err != nil {
@@ -225,7 +226,18 @@ func diff(have, want *ipamv1.Allocation) []string {
 	if !slices.Equal(sorted(have.GetEndpointNodes()), sorted(want.GetEndpointNodes())) {
 		mask = append(mask, "endpoint_nodes")
 	}
+	if want.GetGlobalGroup() != "" && roleOf(have) != roleOf(want) {
+		mask = append(mask, "global_role")
+	}
 	return mask
+}
+
+// roleOf is an allocation's global role, unset meaning active.
+func roleOf(a *ipamv1.Allocation) ipamv1.GlobalRole {
+	if a.GetGlobalRole() == ipamv1.GlobalRole_GLOBAL_ROLE_UNSPECIFIED {
+		return ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
+	}
+	return a.GetGlobalRole()
 }
 
 func norm(p ipamv1.TrafficPolicy) ipamv1.TrafficPolicy {

@@ -80,6 +80,9 @@ const (
 	PoolExhausted = "PoolExhausted"
 	// PoolNotFound: the requested pool does not exist.
 	PoolNotFound = "PoolNotFound"
+	// GlobalGroupNotFound: the global group of the beacon.io/global-group
+	// annotation does not exist.
+	GlobalGroupNotFound = "GlobalGroupNotFound"
 	// NotAllowed: the pool does not serve this Service (namespace, labels,
 	// family) or the request is not possible as asked.
 	NotAllowed = "NotAllowed"
@@ -124,6 +127,7 @@ var Meaning = map[string]string{
 	AddressNotInPool:       "a requested address is in no pool",
 	PoolExhausted:          "no free address in the pools that serve the Service",
 	PoolNotFound:           "the requested pool does not exist",
+	GlobalGroupNotFound:    "the global group the Service names does not exist",
 	NotAllowed:             "the pool does not serve the Service, or the request is impossible",
 	QuotaExceeded:          "the tenant's address quota is used up",
 	PoolOverlap:            "the pool overlaps another pool",

@@ -36,6 +36,27 @@ const (
 	AllowSharedIP   = "allow-shared-ip"
 )
 
+// Global address annotations (beacon.io/ only: MetalLB has no such thing).
+const (
+	// GlobalGroupAnnotation joins the Service to a global group, by
+	// "POOL/GROUP", by its resource name "pools/POOL/globalGroups/GROUP",
+	// or by "GROUP" with the address-pool annotation naming the pool: the
+	// Service gets the group's address, shared with the other clusters'
+	// members.
+	GlobalGroupAnnotation = PrefixBeacon + "global-group"
+	// GlobalRoleAnnotation is "active" (the default) or "backup": a backup
+	// member's nodes announce the address less preferred.
+	GlobalRoleAnnotation = PrefixBeacon + "global-role"
+)
+
+// IsGlobal reports whether the Service asks to join a global group: its
+// endpoint nodes then matter whatever its external traffic policy (a
+// cluster with none withdraws the address).
+func IsGlobal(annotations map[string]string) bool {
+	_, ok := annotations[GlobalGroupAnnotation]
+	return ok
+}
+
 // PoolAnnotation is the annotation the adapter writes on a Service: the IPAM
 // pool its addresses came from.
 const PoolAnnotation = PrefixBeacon + "ip-allocated-from-pool"
@@ -108,7 +129,8 @@ type Options struct {
 	// NamespaceLabels are the labels of the Service's namespace.
 	NamespaceLabels map[string]string
 	// EndpointNodes are the nodes with ready endpoints; used only when the
-	// Service's external traffic policy is Local.
+	// Service's external traffic policy is Local or it joins a global
+	// group.
 	EndpointNodes []string
 	// MetalLBPool maps the name of a MetalLB IPAddressPool to its IPAM pool
 	// ID. Pool names under metallb.io/ prefixes go through it; names under
@@ -242,9 +264,14 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 		return cmp.Or(cmp.Compare(x.GetPort(), y.GetPort()), cmp.Compare(x.GetProtocol(), y.GetProtocol()))
 	})
 
+	if err := global(s, a); err != nil {
+		return nil, warns, err
+	}
 	a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
 	if s.ExternalTrafficPolicy == "Local" {
 		a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	}
+	if s.ExternalTrafficPolicy == "Local" || a.GetGlobalGroup() != "" {
 		a.EndpointNodes = slices.Sorted(slices.Values(o.EndpointNodes))
 		a.EndpointNodes = slices.Compact(a.EndpointNodes)
 	}
@@ -350,4 +377,42 @@ func UsesMetalLB(annotations map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// global sets a's global group and role from the Service's annotations.
+func global(s *Service, a *ipamv1.Allocation) error {
+	name, ok := s.Annotations[GlobalGroupAnnotation]
+	if !ok {
+		if _, role := s.Annotations[GlobalRoleAnnotation]; role {
+			return &Error{Reason: reason.InvalidAnnotation, Message: "the " + GlobalRoleAnnotation + " annotation needs " + GlobalGroupAnnotation}
+		}
+		return nil
+	}
+	name = strings.TrimSpace(name)
+	bad := &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("the %s annotation %q must be POOL/GROUP, pools/POOL/globalGroups/GROUP, or GROUP with the address-pool annotation", GlobalGroupAnnotation, name)}
+	switch parts := strings.Split(name, "/"); {
+	case len(parts) == 4 && parts[0] == "pools" && parts[2] == "globalGroups" && parts[1] != "" && parts[3] != "":
+		a.GlobalGroup = name
+	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+		a.GlobalGroup = "pools/" + parts[0] + "/globalGroups/" + parts[1]
+	case len(parts) == 1 && parts[0] != "" && a.GetRequestedPool() != "":
+		a.GlobalGroup = a.GetRequestedPool() + "/globalGroups/" + parts[0]
+	default:
+		return bad
+	}
+	if len(a.GetRequestedAddresses()) > 0 {
+		return &Error{Reason: reason.InvalidAnnotation, Message: "a global group decides its address: drop loadBalancerIPs (or spec.loadBalancerIP) from a Service with " + GlobalGroupAnnotation}
+	}
+	if a.GetSharingKey() != "" {
+		return &Error{Reason: reason.InvalidAnnotation, Message: "a global group's address is not shared with allow-shared-ip: drop it from a Service with " + GlobalGroupAnnotation}
+	}
+	switch role := strings.TrimSpace(s.Annotations[GlobalRoleAnnotation]); role {
+	case "", "active":
+		a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
+	case "backup":
+		a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP
+	default:
+		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("the %s annotation %q must be active or backup", GlobalRoleAnnotation, role)}
+	}
+	return nil
 }

@@ -158,6 +158,39 @@ func TestBuild(t *testing.T) {
 			s.LoadBalancerIP = "192.0.2.7"
 			ann("metallb.io/loadBalancerIPs", "192.0.2.8")(s)
 		}), errReason: "InvalidAnnotation"},
+		{
+			name: "global group: cluster policy still reports endpoint nodes",
+			svc:  base(ann("beacon.io/global-group", "anycast/web")),
+			want: want(func(a *ipamv1.Allocation) {
+				a.GlobalGroup = "pools/anycast/globalGroups/web"
+				a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
+				a.EndpointNodes = []string{"n1", "n2"}
+			}),
+		},
+		{
+			name: "global group by resource name, backup",
+			svc:  base(ann("beacon.io/global-group", "pools/anycast/globalGroups/web", "beacon.io/global-role", "backup")),
+			want: want(func(a *ipamv1.Allocation) {
+				a.GlobalGroup = "pools/anycast/globalGroups/web"
+				a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP
+				a.EndpointNodes = []string{"n1", "n2"}
+			}),
+		},
+		{
+			name: "global group in the address-pool annotation's pool",
+			svc:  base(ann("beacon.io/global-group", "web", "beacon.io/address-pool", "anycast")),
+			want: want(func(a *ipamv1.Allocation) {
+				a.RequestedPool = "pools/anycast"
+				a.GlobalGroup = "pools/anycast/globalGroups/web"
+				a.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
+				a.EndpointNodes = []string{"n1", "n2"}
+			}),
+		},
+		{name: "global group without a pool", svc: base(ann("beacon.io/global-group", "web")), errReason: "InvalidAnnotation"},
+		{name: "global group with an address", svc: base(ann("beacon.io/global-group", "a/web", "beacon.io/loadBalancerIPs", "192.0.2.1")), errReason: "InvalidAnnotation"},
+		{name: "global group shared", svc: base(ann("beacon.io/global-group", "a/web", "beacon.io/allow-shared-ip", "k")), errReason: "InvalidAnnotation"},
+		{name: "global role alone", svc: base(ann("beacon.io/global-role", "backup")), errReason: "InvalidAnnotation"},
+		{name: "bad global role", svc: base(ann("beacon.io/global-group", "a/web", "beacon.io/global-role", "standby")), errReason: "InvalidAnnotation"},
 		{name: "bad address", svc: base(ann("metallb.io/loadBalancerIPs", "192.0.2.300")), errReason: "InvalidAnnotation"},
 		{name: "two of one family", svc: base(ann("metallb.io/loadBalancerIPs", "192.0.2.1,192.0.2.2")), errReason: "InvalidAnnotation"},
 		{name: "family not on the Service", svc: base(ann("metallb.io/loadBalancerIPs", "2001:db8::1")), errReason: "InvalidAnnotation"},

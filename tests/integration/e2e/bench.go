@@ -28,6 +28,9 @@ type BenchConfig struct {
 	RestartRounds int
 	// EtcdBin is the etcd binary for RestartRounds (see EtcdBinary).
 	EtcdBin string
+	// GlobalTrials is the number of trials of BenchGlobalWithdraw (each
+	// under a second, plus the route coming back).
+	GlobalTrials int
 	// Log receives progress (nil: discarded).
 	Log io.Writer
 }
@@ -105,7 +108,18 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]Figure, error) {
 		return figs, err
 	}
 	restart, err := benchRestart(ctx, cfg, logf)
-	return append(figs, restart...), err
+	figs = append(figs, restart...)
+	if err != nil || cfg.GlobalTrials <= 0 {
+		return figs, err
+	}
+	global, local, err := BenchGlobalWithdraw(ctx, cfg.Bin, cfg.GlobalTrials, cfg.Log)
+	if len(global) > 0 {
+		add("global_withdraw_no_endpoints", global)
+	}
+	if len(local) > 0 {
+		add("local_withdraw_no_endpoints", local)
+	}
+	return figs, err
 }
 
 func benchL2(ctx context.Context, cfg BenchConfig, logf func(string, ...any)) (out map[FailoverKind]Samples, err error) {

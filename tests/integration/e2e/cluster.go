@@ -66,6 +66,9 @@ type Options struct {
 	Nodes int
 	// Labels returns node i's labels (nil: none).
 	Labels func(i int) map[string]string
+	// TenantOf returns node i's tenant (nil: Tenant for every node), for
+	// labs standing in for several clusters that share the IPAM.
+	TenantOf func(i int) string
 	// AnnouncerArgs are extra announcerd flags.
 	AnnouncerArgs []string
 	// IPAMOverDataLink makes the nodes reach ipamd over eth0, the link
@@ -107,6 +110,7 @@ type Cluster struct {
 	Pools       ipamv1.PoolServiceClient
 	Allocations ipamv1.AllocationServiceClient
 	Config      ipamv1.AnnouncementServiceClient
+	Groups      ipamv1.GlobalGroupServiceClient
 	Announcers  ipamv1.AnnouncerServiceClient
 
 	opts    Options
@@ -130,6 +134,8 @@ type Node struct {
 	Host   *netlab.Host
 	Labels map[string]string
 	MAC    net.HardwareAddr // eth0's
+	// Tenant is the tenant (cluster) the node belongs to.
+	Tenant string
 
 	c    *Cluster
 	mu   sync.Mutex
@@ -179,7 +185,10 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	for i := range opts.Nodes {
-		n := &Node{Index: i, Name: fmt.Sprintf("node%d", i), Labels: opts.Labels(i), c: c}
+		n := &Node{Index: i, Name: fmt.Sprintf("node%d", i), Labels: opts.Labels(i), Tenant: Tenant, c: c}
+		if opts.TenantOf != nil {
+			n.Tenant = opts.TenantOf(i)
+		}
 		if n.Host, err = lab.AddHost(ctx, n.Name, pfx(NodeAddr4(i), 24), pfx(NodeAddr6(i), 64)); err != nil {
 			return nil, err
 		}
@@ -232,6 +241,7 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.Pools = ipamv1.NewPoolServiceClient(c.conn)
 	c.Allocations = ipamv1.NewAllocationServiceClient(c.conn)
 	c.Config = ipamv1.NewAnnouncementServiceClient(c.conn)
+	c.Groups = ipamv1.NewGlobalGroupServiceClient(c.conn)
 	c.Announcers = ipamv1.NewAnnouncerServiceClient(c.conn)
 	c.health = healthpb.NewHealthClient(c.conn)
 	if opts.Replicas > 1 {
@@ -423,7 +433,7 @@ func (n *Node) Start(ctx context.Context) error {
 	sort.Strings(keys)
 	argv := []string{
 		filepath.Join(n.c.opts.Bin, "announcerd"),
-		"--ipam", n.c.nodeIPAMAddrs(), "--tenant", Tenant, "--node", n.Name,
+		"--ipam", n.c.nodeIPAMAddrs(), "--tenant", n.Tenant, "--node", n.Name,
 		"--ops-listen", "127.0.0.1:7402", "--log-level", "debug",
 	}
 	if len(keys) > 0 {
@@ -494,7 +504,7 @@ func (n *Node) Announcer(ctx context.Context) (*ipamv1.Announcer, error) {
 }
 
 // ResourceName is the node's announcer resource name.
-func (n *Node) ResourceName() string { return Parent + "/announcers/" + n.Name }
+func (n *Node) ResourceName() string { return "tenants/" + n.Tenant + "/announcers/" + n.Name }
 
 // Proc is the node's current announcerd.
 func (n *Node) Proc() *netlab.Proc {

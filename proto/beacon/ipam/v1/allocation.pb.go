@@ -311,7 +311,18 @@ type Allocation struct {
 	HoldExpireTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=hold_expire_time,json=holdExpireTime,proto3" json:"hold_expire_time,omitempty"`
 	// Output only. Conditions of the allocation's addresses, such as another
 	// host on the segment already using an L2 address (type "Conflict").
-	Conditions    []*AllocationCondition `protobuf:"bytes,40,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Conditions []*AllocationCondition `protobuf:"bytes,40,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// A global group to join, "pools/{pool}/globalGroups/{group}": the
+	// allocation gets the group's addresses, shared with the members of the
+	// other tenants (clusters). The tenant must be granted to join; at most
+	// one member per tenant; not with sharing_key or requested_addresses. A
+	// member is announced only over BGP, and only from nodes with ready
+	// endpoints (endpoint_nodes), whatever its traffic_policy: a cluster with
+	// none withdraws the address.
+	GlobalGroup string `protobuf:"bytes,25,opt,name=global_group,json=globalGroup,proto3" json:"global_group,omitempty"`
+	// The member's role in its global group: active (ECMP with the other
+	// active members) or backup (announced less preferred).
+	GlobalRole    GlobalRole `protobuf:"varint,26,opt,name=global_role,json=globalRole,proto3,enum=beacon.ipam.v1.GlobalRole" json:"global_role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +532,20 @@ func (x *Allocation) GetConditions() []*AllocationCondition {
 	return nil
 }
 
+func (x *Allocation) GetGlobalGroup() string {
+	if x != nil {
+		return x.GlobalGroup
+	}
+	return ""
+}
+
+func (x *Allocation) GetGlobalRole() GlobalRole {
+	if x != nil {
+		return x.GlobalRole
+	}
+	return GlobalRole_GLOBAL_ROLE_UNSPECIFIED
+}
+
 // AllocationCondition is something wrong with an allocation's addresses.
 type AllocationCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -704,7 +729,7 @@ type UpdateAllocationRequest struct {
 	// used.
 	Allocation *Allocation `protobuf:"bytes,1,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// Fields to change: owner_labels, namespace_labels, ports, traffic_policy,
-	// endpoint_nodes, ttl.
+	// endpoint_nodes, ttl, global_role.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// Makes retries safe.
 	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1235,8 +1260,8 @@ type ListAllocationsRequest struct {
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Conjunction of terms joined by AND, each `FIELD = "VALUE"` with FIELD one
-	// of pool, owner, namespace, address, sharing_key or labels.KEY, or
-	// `labels.KEY:*`.
+	// of pool, owner, namespace, address, sharing_key, global_group
+	// ("pools/{pool}/globalGroups/{group}") or labels.KEY, or `labels.KEY:*`.
 	Filter string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	// List the holds instead: the released owners whose addresses are kept
 	// for them (each as its last allocation, with hold_expire_time). Release
@@ -1656,8 +1681,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\n" +
-	"\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\v\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -1692,7 +1716,10 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x12C\n" +
 	"\n" +
 	"conditions\x18( \x03(\v2#.beacon.ipam.v1.AllocationConditionR\n" +
-	"conditions\x1a>\n" +
+	"conditions\x12!\n" +
+	"\fglobal_group\x18\x19 \x01(\tR\vglobalGroup\x12;\n" +
+	"\vglobal_role\x18\x1a \x01(\x0e2\x1a.beacon.ipam.v1.GlobalRoleR\n" +
+	"globalRole\x1a>\n" +
 	"\x10OwnerLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
@@ -1859,8 +1886,9 @@ var file_beacon_ipam_v1_allocation_proto_goTypes = []any{
 	(IPFamily)(0),                    // 25: beacon.ipam.v1.IPFamily
 	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil),    // 27: google.protobuf.Timestamp
-	(AnnouncementProtocol)(0),        // 28: beacon.ipam.v1.AnnouncementProtocol
-	(*fieldmaskpb.FieldMask)(nil),    // 29: google.protobuf.FieldMask
+	(GlobalRole)(0),                  // 28: beacon.ipam.v1.GlobalRole
+	(AnnouncementProtocol)(0),        // 29: beacon.ipam.v1.AnnouncementProtocol
+	(*fieldmaskpb.FieldMask)(nil),    // 30: google.protobuf.FieldMask
 }
 var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
 	23, // 0: beacon.ipam.v1.Allocation.owner_labels:type_name -> beacon.ipam.v1.Allocation.OwnerLabelsEntry
@@ -1876,42 +1904,43 @@ var file_beacon_ipam_v1_allocation_proto_depIdxs = []int32{
 	6,  // 10: beacon.ipam.v1.Allocation.announcements:type_name -> beacon.ipam.v1.AllocationAnnouncement
 	27, // 11: beacon.ipam.v1.Allocation.hold_expire_time:type_name -> google.protobuf.Timestamp
 	5,  // 12: beacon.ipam.v1.Allocation.conditions:type_name -> beacon.ipam.v1.AllocationCondition
-	27, // 13: beacon.ipam.v1.AllocationCondition.since:type_name -> google.protobuf.Timestamp
-	28, // 14: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
-	4,  // 15: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	29, // 16: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 17: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	2,  // 18: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
-	4,  // 19: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 20: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	26, // 21: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
-	27, // 22: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 23: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	4,  // 24: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
-	26, // 25: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 26: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
-	22, // 27: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
-	3,  // 28: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
-	4,  // 29: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
-	10, // 30: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
-	12, // 31: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
-	14, // 32: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
-	16, // 33: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
-	18, // 34: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
-	7,  // 35: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
-	20, // 36: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
-	11, // 37: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
-	13, // 38: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
-	15, // 39: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
-	17, // 40: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
-	19, // 41: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
-	8,  // 42: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
-	21, // 43: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
-	37, // [37:44] is the sub-list for method output_type
-	30, // [30:37] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	28, // 13: beacon.ipam.v1.Allocation.global_role:type_name -> beacon.ipam.v1.GlobalRole
+	27, // 14: beacon.ipam.v1.AllocationCondition.since:type_name -> google.protobuf.Timestamp
+	29, // 15: beacon.ipam.v1.AllocationAnnouncement.protocol:type_name -> beacon.ipam.v1.AnnouncementProtocol
+	4,  // 16: beacon.ipam.v1.UpdateAllocationRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	30, // 17: beacon.ipam.v1.UpdateAllocationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	4,  // 18: beacon.ipam.v1.UpdateAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	2,  // 19: beacon.ipam.v1.Port.protocol:type_name -> beacon.ipam.v1.Protocol
+	4,  // 20: beacon.ipam.v1.AllocateRequest.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 21: beacon.ipam.v1.AllocateResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	26, // 22: beacon.ipam.v1.ReleaseRequest.hold:type_name -> google.protobuf.Duration
+	27, // 23: beacon.ipam.v1.ReleaseResponse.hold_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 24: beacon.ipam.v1.GetAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	4,  // 25: beacon.ipam.v1.ListAllocationsResponse.allocations:type_name -> beacon.ipam.v1.Allocation
+	26, // 26: beacon.ipam.v1.RenewAllocationRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 27: beacon.ipam.v1.RenewAllocationResponse.allocation:type_name -> beacon.ipam.v1.Allocation
+	22, // 28: beacon.ipam.v1.WatchAllocationsResponse.events:type_name -> beacon.ipam.v1.AllocationEvent
+	3,  // 29: beacon.ipam.v1.AllocationEvent.type:type_name -> beacon.ipam.v1.AllocationEvent.Type
+	4,  // 30: beacon.ipam.v1.AllocationEvent.allocation:type_name -> beacon.ipam.v1.Allocation
+	10, // 31: beacon.ipam.v1.AllocationService.Allocate:input_type -> beacon.ipam.v1.AllocateRequest
+	12, // 32: beacon.ipam.v1.AllocationService.Release:input_type -> beacon.ipam.v1.ReleaseRequest
+	14, // 33: beacon.ipam.v1.AllocationService.GetAllocation:input_type -> beacon.ipam.v1.GetAllocationRequest
+	16, // 34: beacon.ipam.v1.AllocationService.ListAllocations:input_type -> beacon.ipam.v1.ListAllocationsRequest
+	18, // 35: beacon.ipam.v1.AllocationService.RenewAllocation:input_type -> beacon.ipam.v1.RenewAllocationRequest
+	7,  // 36: beacon.ipam.v1.AllocationService.UpdateAllocation:input_type -> beacon.ipam.v1.UpdateAllocationRequest
+	20, // 37: beacon.ipam.v1.AllocationService.WatchAllocations:input_type -> beacon.ipam.v1.WatchAllocationsRequest
+	11, // 38: beacon.ipam.v1.AllocationService.Allocate:output_type -> beacon.ipam.v1.AllocateResponse
+	13, // 39: beacon.ipam.v1.AllocationService.Release:output_type -> beacon.ipam.v1.ReleaseResponse
+	15, // 40: beacon.ipam.v1.AllocationService.GetAllocation:output_type -> beacon.ipam.v1.GetAllocationResponse
+	17, // 41: beacon.ipam.v1.AllocationService.ListAllocations:output_type -> beacon.ipam.v1.ListAllocationsResponse
+	19, // 42: beacon.ipam.v1.AllocationService.RenewAllocation:output_type -> beacon.ipam.v1.RenewAllocationResponse
+	8,  // 43: beacon.ipam.v1.AllocationService.UpdateAllocation:output_type -> beacon.ipam.v1.UpdateAllocationResponse
+	21, // 44: beacon.ipam.v1.AllocationService.WatchAllocations:output_type -> beacon.ipam.v1.WatchAllocationsResponse
+	38, // [38:45] is the sub-list for method output_type
+	31, // [31:38] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_beacon_ipam_v1_allocation_proto_init() }
@@ -1921,6 +1950,7 @@ func file_beacon_ipam_v1_allocation_proto_init() {
 	}
 	file_beacon_ipam_v1_announcer_proto_init()
 	file_beacon_ipam_v1_common_proto_init()
+	file_beacon_ipam_v1_group_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

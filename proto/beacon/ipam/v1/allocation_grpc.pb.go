@@ -50,7 +50,7 @@ type AllocationServiceClient interface {
 	RenewAllocation(ctx context.Context, in *RenewAllocationRequest, opts ...grpc.CallOption) (*RenewAllocationResponse, error)
 	// UpdateAllocation changes an allocation's owner metadata and traffic
 	// fields (not its addresses): owner_labels, namespace_labels, ports,
-	// traffic_policy, endpoint_nodes, ttl.
+	// traffic_policy, endpoint_nodes, ttl, global_role.
 	UpdateAllocation(ctx context.Context, in *UpdateAllocationRequest, opts ...grpc.CallOption) (*UpdateAllocationResponse, error)
 	// WatchAllocations streams a snapshot of the allocations, then every
 	// change in commit order.
@@ -166,7 +166,7 @@ type AllocationServiceServer interface {
 	RenewAllocation(context.Context, *RenewAllocationRequest) (*RenewAllocationResponse, error)
 	// UpdateAllocation changes an allocation's owner metadata and traffic
 	// fields (not its addresses): owner_labels, namespace_labels, ports,
-	// traffic_policy, endpoint_nodes, ttl.
+	// traffic_policy, endpoint_nodes, ttl, global_role.
 	UpdateAllocation(context.Context, *UpdateAllocationRequest) (*UpdateAllocationResponse, error)
 	// WatchAllocations streams a snapshot of the allocations, then every
 	// change in commit order.

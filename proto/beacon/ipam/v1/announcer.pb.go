@@ -950,7 +950,12 @@ type PlanRoute struct {
 	// Large communities, "A:B:C".
 	LargeCommunities []string `protobuf:"bytes,4,rep,name=large_communities,json=largeCommunities,proto3" json:"large_communities,omitempty"`
 	// LOCAL_PREF; 0: not set.
-	LocalPref     uint32 `protobuf:"varint,5,opt,name=local_pref,json=localPref,proto3" json:"local_pref,omitempty"`
+	LocalPref uint32 `protobuf:"varint,5,opt,name=local_pref,json=localPref,proto3" json:"local_pref,omitempty"`
+	// MULTI_EXIT_DISC; 0: not sent. Set for a global group's backup member.
+	Med uint32 `protobuf:"varint,6,opt,name=med,proto3" json:"med,omitempty"`
+	// How many times the node's own AS is prepended to the AS path; 0: none.
+	// Set for a global group's backup member.
+	AsPathPrepend uint32 `protobuf:"varint,7,opt,name=as_path_prepend,json=asPathPrepend,proto3" json:"as_path_prepend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1021,20 @@ func (x *PlanRoute) GetLargeCommunities() []string {
 func (x *PlanRoute) GetLocalPref() uint32 {
 	if x != nil {
 		return x.LocalPref
+	}
+	return 0
+}
+
+func (x *PlanRoute) GetMed() uint32 {
+	if x != nil {
+		return x.Med
+	}
+	return 0
+}
+
+func (x *PlanRoute) GetAsPathPrepend() uint32 {
+	if x != nil {
+		return x.AsPathPrepend
 	}
 	return 0
 }
@@ -1993,14 +2012,16 @@ const file_beacon_ipam_v1_announcer_proto_rawDesc = "" +
 	"\x0ffirst_seen_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"e\n" +
 	"\bPlanPeer\x12+\n" +
 	"\x04peer\x18\x01 \x01(\v2\x17.beacon.ipam.v1.BGPPeerR\x04peer\x12,\n" +
-	"\x03bfd\x18\x02 \x01(\v2\x1a.beacon.ipam.v1.BFDProfileR\x03bfd\"\xa5\x01\n" +
+	"\x03bfd\x18\x02 \x01(\v2\x1a.beacon.ipam.v1.BFDProfileR\x03bfd\"\xdf\x01\n" +
 	"\tPlanRoute\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12 \n" +
 	"\vcommunities\x18\x03 \x03(\tR\vcommunities\x12+\n" +
 	"\x11large_communities\x18\x04 \x03(\tR\x10largeCommunities\x12\x1d\n" +
 	"\n" +
-	"local_pref\x18\x05 \x01(\rR\tlocalPref\"6\n" +
+	"local_pref\x18\x05 \x01(\rR\tlocalPref\x12\x10\n" +
+	"\x03med\x18\x06 \x01(\rR\x03med\x12&\n" +
+	"\x0fas_path_prepend\x18\a \x01(\rR\rasPathPrepend\"6\n" +
 	"\bRouteKey\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\"_\n" +

@@ -73,6 +73,8 @@ type Route struct {
 	Communities      []uint32    // standard, A<<16 | B
 	LargeCommunities [][3]uint32 // global administrator, local data 1, local data 2
 	LocalPref        uint32      // 0: not set (iBGP peers then get 100); only iBGP carries it
+	MED              uint32      // 0: not sent
+	ASPathPrepend    uint32      // times the peer's MyASN is prepended; 0: none; eBGP only (an iBGP peer would drop a path with its own AS)
 }
 
 // SessionState is what the speaker knows of one peer's session.
@@ -123,10 +125,12 @@ type attrs struct {
 	communities []uint32
 	large       [][3]uint32
 	localPref   uint32
+	med         uint32
+	prepend     uint32
 }
 
 func newAttrs(r Route) attrs {
-	a := attrs{localPref: r.LocalPref}
+	a := attrs{localPref: r.LocalPref, med: r.MED, prepend: r.ASPathPrepend}
 	if len(r.Communities) > 0 {
 		a.communities = slices.Compact(slices.Sorted(slices.Values(r.Communities)))
 	}
@@ -154,6 +158,9 @@ func (a attrs) key() string {
 	}
 	b.WriteString("|p ")
 	b.WriteString(strconv.FormatUint(uint64(a.localPref), 10))
+	if a.med != 0 || a.prepend != 0 {
+		fmt.Fprintf(&b, "|m %d|a %d", a.med, a.prepend)
+	}
 	return b.String()
 }
 

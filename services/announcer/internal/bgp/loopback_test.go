@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type seen struct {
 	Communities []string
 	Large       []string
 	LocalPref   uint32
+	MED         uint32
+	ASPath      string // the AS numbers, space-separated
 }
 
 func freePort(t *testing.T, a netip.Addr) uint16 {
@@ -90,6 +93,16 @@ func (c *collector) rib(t *testing.T) map[netip.Prefix]seen {
 						}
 					case *bgp.PathAttributeLocalPref:
 						s.LocalPref = a.Value
+					case *bgp.PathAttributeMultiExitDisc:
+						s.MED = a.Value
+					case *bgp.PathAttributeAsPath:
+						var asns []string
+						for _, seg := range a.Value {
+							for _, n := range seg.GetAS() {
+								asns = append(asns, fmt.Sprint(n))
+							}
+						}
+						s.ASPath = strings.Join(asns, " ")
 					}
 				}
 				slices.Sort(s.Communities)
@@ -157,8 +170,8 @@ func TestLoopbackPerPeerAttributes(t *testing.T) {
 				{Prefix: p2, Peer: "e"},
 			},
 			wantE: map[netip.Prefix]seen{
-				p1: {Communities: []string{"65000:1"}, Large: []string{"64501:1:1"}},
-				p2: {},
+				p1: {Communities: []string{"65000:1"}, Large: []string{"64501:1:1"}, ASPath: "64501"},
+				p2: {ASPath: "64501"},
 			},
 			wantI:          map[netip.Prefix]seen{p1: {Communities: []string{"65000:2"}, LocalPref: 200}},
 			wantAdvertised: map[string]int{"e": 2, "i": 1},
@@ -169,8 +182,20 @@ func TestLoopbackPerPeerAttributes(t *testing.T) {
 				{Prefix: p1, Peer: "e", Communities: []uint32{c(65000, 3)}},
 				{Prefix: p2, Peer: "i"},
 			},
-			wantE:          map[netip.Prefix]seen{p1: {Communities: []string{"65000:3"}}},
+			wantE:          map[netip.Prefix]seen{p1: {Communities: []string{"65000:3"}, ASPath: "64501"}},
 			wantI:          map[netip.Prefix]seen{p2: {LocalPref: 100}},
+			wantAdvertised: map[string]int{"e": 1, "i": 1},
+		},
+		{
+			// A global group's backup member: less preferred by MED, AS
+			// path length (eBGP) and local preference (iBGP).
+			name: "MED and AS path prepend",
+			routes: []Route{
+				{Prefix: p1, Peer: "e", MED: 1000, ASPathPrepend: 3},
+				{Prefix: p1, Peer: "i", MED: 1000, ASPathPrepend: 3, LocalPref: 50},
+			},
+			wantE:          map[netip.Prefix]seen{p1: {MED: 1000, ASPath: "64501 64501 64501 64501"}},
+			wantI:          map[netip.Prefix]seen{p1: {MED: 1000, LocalPref: 50}}, // never prepended on iBGP
 			wantAdvertised: map[string]int{"e": 1, "i": 1},
 		},
 		{

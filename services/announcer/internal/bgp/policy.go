@@ -20,6 +20,8 @@ const (
 // this peer with these attributes.
 type exportGroup struct {
 	peer     netip.Addr
+	myASN    uint32 // the AS the session speaks, prepended for attrs.prepend
+	ibgp     bool   // never prepended: the peer would see its own AS and drop the route
 	attrs    attrs
 	prefixes []netip.Prefix
 }
@@ -41,7 +43,7 @@ func exportGroups(p plan) []exportGroup {
 			k := gk{pc.Address, a.key()}
 			g := groups[k]
 			if g == nil {
-				g = &exportGroup{peer: pc.Address, attrs: a}
+				g = &exportGroup{peer: pc.Address, myASN: pc.MyASN, ibgp: pc.MyASN == pc.PeerASN, attrs: a}
 				groups[k] = g
 			}
 			g.prefixes = append(g.prefixes, prefix)
@@ -127,6 +129,12 @@ func policies(p plan) *api.SetPoliciesRequest {
 		}
 		if g.attrs.localPref != 0 {
 			actions.LocalPref = &api.LocalPrefAction{Value: g.attrs.localPref}
+		}
+		if g.attrs.med != 0 {
+			actions.Med = &api.MedAction{Type: api.MedAction_TYPE_REPLACE, Value: int64(g.attrs.med)}
+		}
+		if g.attrs.prepend != 0 && !g.ibgp {
+			actions.AsPrepend = &api.AsPrependAction{Asn: g.myASN, Repeat: g.attrs.prepend}
 		}
 		export.Statements = append(export.Statements, &api.Statement{
 			Name: set.Name,

@@ -122,7 +122,7 @@ func BGPDesired(plan *ipamclient.Plan, readFile func(string) ([]byte, error)) ([
 		if !ok[k.Peer] {
 			continue
 		}
-		rt := bgp.Route{Prefix: k.Prefix, Peer: k.Peer, LocalPref: r.GetLocalPref()}
+		rt := bgp.Route{Prefix: k.Prefix, Peer: k.Peer, LocalPref: r.GetLocalPref(), MED: r.GetMed(), ASPathPrepend: r.GetAsPathPrepend()}
 		for _, s := range r.GetCommunities() {
 			c, err := parseStandard(s)
 			if err != nil {

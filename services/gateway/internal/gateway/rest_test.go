@@ -246,8 +246,8 @@ func TestOpenAPIAndConsole(t *testing.T) {
 			}
 		}
 	}
-	if ops != 56 {
-		t.Errorf("OpenAPI has %d operations, want 56 (every method but Subscribe and VerifyToken)", ops)
+	if ops != 61 {
+		t.Errorf("OpenAPI has %d operations, want 61 (every method but Subscribe and VerifyToken)", ops)
 	}
 	for _, p := range []string{"/", "/console/app.js", "/v1x"} {
 		if res := do(t, hc, env.Request(t, testenv.Cred{}, "GET", p, "")); res.Body != "console "+p {

@@ -152,6 +152,15 @@ var table = map[string]Rule{
 	"/beacon.ipam.v1.TenantService/UpdateTenant": adminOnly,
 	"/beacon.ipam.v1.TenantService/DeleteTenant": adminOnly,
 
+	// Global groups: admins manage them and viewers read them; a group
+	// lists members of several tenants, so tenants see none (a tenant's
+	// member shows the shared address in its own allocation).
+	"/beacon.ipam.v1.GlobalGroupService/CreateGlobalGroup": adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/GetGlobalGroup":    read,
+	"/beacon.ipam.v1.GlobalGroupService/ListGlobalGroups":  read,
+	"/beacon.ipam.v1.GlobalGroupService/UpdateGlobalGroup": adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/DeleteGlobalGroup": adminOnly,
+
 	// Tokens: admins manage them; viewers may read them (never secrets).
 	"/beacon.ipam.v1.TokenService/CreateToken": adminOnly,
 	"/beacon.ipam.v1.TokenService/GetToken":    read,

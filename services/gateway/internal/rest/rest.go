@@ -80,6 +80,7 @@ func NewHandler(ctx context.Context, conn *grpc.ClientConn, opts Options) (http.
 		ipamv1gw.RegisterAnnouncerServiceHandler,
 		ipamv1gw.RegisterTenantServiceHandler,
 		ipamv1gw.RegisterTokenServiceHandler,
+		ipamv1gw.RegisterGlobalGroupServiceHandler,
 	} {
 		if err := register(ctx, mux, conn); err != nil {
 			return nil, fmt.Errorf("rest: %w", err)

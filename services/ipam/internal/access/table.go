@@ -153,6 +153,16 @@ var Table = map[string]Rule{
 	"/beacon.ipam.v1.TenantService/UpdateTenant": adminOnly,
 	"/beacon.ipam.v1.TenantService/DeleteTenant": adminOnly,
 
+	// Global groups are the administrator's: a group lists members of
+	// several tenants. An adapter joins one through Allocate (where the
+	// group's grant is checked) and sees the shared address in its own
+	// allocation.
+	"/beacon.ipam.v1.GlobalGroupService/CreateGlobalGroup": adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/GetGlobalGroup":    adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/ListGlobalGroups":  adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/UpdateGlobalGroup": adminOnly,
+	"/beacon.ipam.v1.GlobalGroupService/DeleteGlobalGroup": adminOnly,
+
 	"/beacon.ipam.v1.TokenService/CreateToken":           adminOnly,
 	"/beacon.ipam.v1.TokenService/GetToken":              adminOnly,
 	"/beacon.ipam.v1.TokenService/ListTokens":            adminOnly,

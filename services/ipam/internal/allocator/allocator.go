@@ -146,6 +146,11 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		}
 		return a.replayAllocation(ctx, req.Tenant, r)
 	}
+	if req.GlobalGroup != "" {
+		if err := a.refuseL2(ctx, req); err != nil {
+			return Result{}, err
+		}
+	}
 	caughtUp := false
 	for attempt := 0; attempt < a.opts.MaxAttempts; attempt++ {
 		now := a.opts.Now()

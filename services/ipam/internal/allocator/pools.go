@@ -310,7 +310,7 @@ func (a *Allocator) drain(ctx context.Context, cur PoolResult, claims []ipam.Eve
 	for _, ev := range claims {
 		c := ev.Value.(*ipam.Claim)
 		for _, h := range c.Holders {
-			_, err := a.Release(ctx, c.Tenant, h.Allocation, 0, zero, Meta{Actor: meta.Actor})
+			_, err := a.Release(ctx, h.TenantIn(c), h.Allocation, 0, zero, Meta{Actor: meta.Actor})
 			if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 				return released, err
 			}

@@ -48,12 +48,13 @@ type Index struct {
 	inFlight   map[shareKey]*Plan
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
-	quotas     map[string]uint64  // tenant -> max addresses (0: none)
-	tenantRevs map[string]int64   // tenant -> revision of its quota
-	guardRevs  map[ipam.Ref]int64 // sharing-key and tenant guards -> revision
-	used       map[string]uint64  // tenant -> addresses held
-	adding     map[string]uint64  // tenant -> addresses of its plans in flight
-	heldAddrs  map[string]uint64  // tenant -> addresses kept in its holds
+	quotas     map[string]uint64      // tenant -> max addresses (0: none)
+	tenantRevs map[string]int64       // tenant -> revision of its quota
+	guardRevs  map[ipam.Ref]int64     // sharing-key and tenant guards -> revision
+	used       map[string]uint64      // tenant -> addresses held
+	adding     map[string]uint64      // tenant -> addresses of its plans in flight
+	heldAddrs  map[string]uint64      // tenant -> addresses kept in its holds
+	groups     map[string]*groupEntry // global groups by "pool/group"
 	progress   int64
 	wake       chan struct{}
 }
@@ -94,6 +95,7 @@ func New() *Index {
 		used:       make(map[string]uint64),
 		adding:     make(map[string]uint64),
 		heldAddrs:  make(map[string]uint64),
+		groups:     make(map[string]*groupEntry),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -157,7 +159,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.heldIn = fresh.heldIn
+	x.heldIn, x.groups = fresh.heldIn, fresh.groups
 	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
 	for _, ev := range events {
 		x.apply(ev)
@@ -203,6 +205,10 @@ func (x *Index) rev(r ipam.Ref) int64 {
 	case ipam.KindShare, ipam.KindTenantGuard:
 		if rev, ok := x.guardRevs[r]; ok {
 			return rev
+		}
+	case ipam.KindGlobalGroup:
+		if e, ok := x.groups[r.ID]; ok {
+			return e.rev
 		}
 	}
 	return x.tombstones[r]
@@ -275,6 +281,12 @@ func (x *Index) apply(ev ipam.Event) {
 			delete(x.quotas, ev.Ref.ID)
 			delete(x.tenantRevs, ev.Ref.ID)
 		}
+	case ipam.KindGlobalGroup:
+		if g, ok := ev.Value.(*ipam.GlobalGroup); ok && !ev.Deleted {
+			x.groups[ev.Ref.ID] = &groupEntry{g: g, rev: ev.Rev}
+		} else {
+			delete(x.groups, ev.Ref.ID)
+		}
 	case ipam.KindShare, ipam.KindTenantGuard:
 		if ev.Value != nil && !ev.Deleted {
 			x.guardRevs[ev.Ref] = ev.Rev
@@ -318,8 +330,7 @@ func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
 		p.take(addr)
 		p.count(addr, true)
 	}
-	if c.SharingKey != "" {
-		k := shareKey{c.Tenant, c.SharingKey}
+	if k, ok := claimShareKey(c); ok {
 		if x.sharing[k] == nil {
 			x.sharing[k] = make(map[netip.Addr]struct{})
 		}
@@ -345,8 +356,7 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	if hasPool {
 		p.count(addr, false)
 	}
-	if c.SharingKey != "" {
-		k := shareKey{c.Tenant, c.SharingKey}
+	if k, ok := claimShareKey(c); ok {
 		delete(x.sharing[k], addr)
 		if len(x.sharing[k]) == 0 {
 			delete(x.sharing, k)

@@ -126,8 +126,8 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		return nil, ipam.Refuse(ipam.ErrOwnerConflict, "owner %q already holds %v from pool %q; release it first", req.Owner, e.a.Addrs, e.a.Pool)
 	}
 	var share *shareKey
-	if req.SharingKey != "" {
-		share = &shareKey{req.Tenant, req.SharingKey}
+	if k, ok := allocShareKey(req); ok {
+		share = &k
 		if p := x.inFlight[*share]; p != nil {
 			return nil, &Pending{Done: p.done}
 		}
@@ -151,6 +151,8 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 	hold, hasHold := x.holds[id]
 	var err error
 	switch {
+	case req.GlobalGroup != "":
+		err = b.joinGroup(&a)
 	case hasHold && x.holdFits(hold.h, req):
 		err = b.fromHold(&a, hold.h)
 	case len(req.RequestedAddrs) > 0:
@@ -185,8 +187,8 @@ func (x *Index) PlanAllocate(req *ipam.Allocation, now time.Time) (*Plan, error)
 		b.makeRoomInQuota(&a, q)
 		b.put(TenantGuardRef(a.Tenant), &ipam.TenantGuard{Tenant: a.Tenant})
 	}
-	if share != nil && b.takesNewUnder(a.Tenant, a.SharingKey) {
-		b.put(ShareRef(a.Tenant, a.SharingKey), &ipam.Share{Tenant: a.Tenant, Key: a.SharingKey})
+	if share != nil && b.takesNewUnder(*share) {
+		b.put(ShareRef(share.tenant, share.key), &ipam.Share{Tenant: share.tenant, Key: share.key})
 	}
 	if share != nil {
 		b.plan.share = share
@@ -251,12 +253,15 @@ func ShareRef(tenant, key string) ipam.Ref {
 }
 
 // takesNewUnder reports whether the plan's claims include an address that
-// the index does not already hold under the tenant's sharing key: such a
-// plan must write the key's guard (see ipam.Share).
-func (b *builder) takesNewUnder(tenant, key string) bool {
+// the index does not already hold under the sharing key (a tenant's, or a
+// global group's): such a plan must write the key's guard (see ipam.Share).
+func (b *builder) takesNewUnder(k shareKey) bool {
 	for addr := range b.claims {
 		c, ok := b.x.claims[addr]
-		if !ok || c.c.Tenant != tenant || c.c.SharingKey != key {
+		if !ok {
+			return true
+		}
+		if ck, ok := claimShareKey(c.c); !ok || ck != k {
 			return true
 		}
 	}
@@ -390,15 +395,24 @@ func (x *Index) admits(p *poolEntry, a *ipam.Allocation) error {
 func (b *builder) claim(p *poolEntry, a *ipam.Allocation, addr netip.Addr) {
 	b.x.reserve(p, addr, b.plan)
 	b.plan.reserved = append(b.plan.reserved, reservation{addr: addr, pool: p.pool.Name})
-	b.claims[addr] = &ipam.Claim{
+	c := &ipam.Claim{
 		Addr: addr, Pool: p.pool.Name, Tenant: a.Tenant, SharingKey: a.SharingKey,
 		Holders: []ipam.Holder{{Allocation: a.ID, Ports: a.Ports}},
 	}
+	if a.GlobalGroup != "" {
+		c.Tenant, c.SharingKey, c.Group = "", "", a.GlobalGroup
+		c.Holders[0].Tenant = a.Tenant
+	}
+	b.claims[addr] = c
 }
 
 func (b *builder) share(a *ipam.Allocation, addr netip.Addr, c *ipam.Claim) {
 	n := *c
-	n.Holders = append(slices.Clone(c.Holders), ipam.Holder{Allocation: a.ID, Ports: a.Ports})
+	h := ipam.Holder{Allocation: a.ID, Ports: a.Ports}
+	if c.Group != "" {
+		h.Tenant = a.Tenant
+	}
+	n.Holders = append(slices.Clone(c.Holders), h)
 	b.claims[addr] = &n
 }
 
@@ -498,11 +512,12 @@ func (b *builder) pick(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) ([]
 // shareable returns the lowest address of family f in pool p that a may
 // share under its sharing key.
 func (b *builder) shareable(p *poolEntry, a *ipam.Allocation, f ipam.Family) (netip.Addr, bool) {
-	if a.SharingKey == "" {
+	k, ok := allocShareKey(a)
+	if !ok {
 		return netip.Addr{}, false
 	}
 	var best netip.Addr
-	for addr := range b.x.sharing[shareKey{a.Tenant, a.SharingKey}] {
+	for addr := range b.x.sharing[k] {
 		c := b.x.claims[addr]
 		if c == nil || c.c.Pool != p.pool.Name || ipam.FamilyOf(addr) != f || !ipam.CanShare(c.c, a) {
 			continue
@@ -636,7 +651,7 @@ func (x *Index) DescribeClaim(c *ipam.Claim) string {
 	}
 	var owners []string
 	for _, hd := range c.Holders {
-		if e, ok := x.allocs[c.Tenant+"/"+hd.Allocation]; ok {
+		if e, ok := x.allocs[hd.TenantIn(c)+"/"+hd.Allocation]; ok {
 			owners = append(owners, e.a.Owner)
 		}
 	}

@@ -39,11 +39,13 @@ func (x *Index) PlanRelease(tenant, id string, rev int64, hold time.Duration, no
 			continue
 		}
 		n := *c.c
-		n.Holders = slices.DeleteFunc(slices.Clone(c.c.Holders), func(h ipam.Holder) bool { return h.Allocation == id })
+		n.Holders = slices.DeleteFunc(slices.Clone(c.c.Holders), func(h ipam.Holder) bool { return h.Is(c.c, tenant, id) })
 		switch {
 		case len(n.Holders) > 0:
 			b.put(ClaimRef(addr), &n)
-		case hold > 0:
+		case hold > 0 && n.Group == "":
+			// A global group's address is never held: its last member
+			// leaving frees it.
 			n.HeldFor = id
 			b.put(ClaimRef(addr), &n)
 			held = append(held, addr)
@@ -151,9 +153,11 @@ func (x *Index) PlanUpdate(tenant, id string, rev int64, next *ipam.Allocation, 
 			n := *c.c
 			n.Holders = slices.Clone(c.c.Holders)
 			for i, h := range n.Holders {
-				if h.Allocation == id {
+				if h.Is(c.c, tenant, id) {
 					n.Holders[i].Ports = a.Ports
-				} else if ipam.PortsClash(h.Ports, a.Ports) {
+				} else if n.Group == "" && ipam.PortsClash(h.Ports, a.Ports) {
+					// A global group's members are in different clusters:
+					// their ports never clash.
 					return nil, ipam.Refuse(ipam.ErrAddressInUse, "the new ports clash with another owner sharing %s", addr)
 				}
 			}

@@ -221,7 +221,22 @@ type PlanRoute struct {
 	Communities      []uint32
 	LargeCommunities [][3]uint32
 	LocalPref        uint32
+	// MED and ASPathPrepend (how many times the node's AS is prepended)
+	// make the route less preferred: set on a global group's backup
+	// member's routes (see BackupMED).
+	MED           uint32
+	ASPathPrepend uint32
 }
+
+// The attributes of a global group's backup member's routes: a MED of
+// 1000, and on eBGP the node's AS prepended three times, on iBGP half the
+// local preference (of 100 when the advertisement sets none; never a
+// prepend, which an iBGP peer would drop as a loop), so that an active
+// member's route wins by every rule routers apply.
+const (
+	BackupMED           = 1000
+	BackupASPathPrepend = 3
+)
 
 // PlanL2 is an address a node answers ARP/NDP for.
 type PlanL2 struct {

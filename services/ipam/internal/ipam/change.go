@@ -37,6 +37,10 @@ const (
 	// KindClusterNode is what a tenant's cluster says about a node (its
 	// labels), kept independently of the node's announcer.
 	KindClusterNode
+	// KindGlobalGroup is a named group on a pool whose members, of any
+	// tenant granted to join, share one address per family (see
+	// GlobalGroup).
+	KindGlobalGroup
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

@@ -123,6 +123,9 @@ func other(f Family) Family {
 // Satisfies reports whether an owner's existing allocation answers a new
 // request for the same owner, so that Allocate can return it unchanged.
 func Satisfies(existing, req *Allocation) bool {
+	if req.GlobalGroup != existing.GlobalGroup {
+		return false
+	}
 	if req.RequestedPool != "" && req.RequestedPool != existing.Pool {
 		return false
 	}
@@ -164,6 +167,12 @@ func PortsClash(a, b []Port) bool {
 // same tenant and sharing key, and no port clash with any holder
 // (MetalLB's allow-shared-ip).
 func CanShare(c *Claim, a *Allocation) bool {
+	if a.GlobalGroup != "" || c.Group != "" {
+		// A global group's members of different tenants share its
+		// addresses whatever their ports (they serve in different
+		// clusters); nothing else shares them.
+		return a.GlobalGroup != "" && c.Group == a.GlobalGroup && len(c.Holders) > 0
+	}
 	if a.SharingKey == "" || c.SharingKey != a.SharingKey || c.Tenant != a.Tenant || len(c.Holders) == 0 {
 		return false
 	}

@@ -134,6 +134,14 @@ type Allocation struct {
 	TrafficPolicy   TrafficPolicy     `json:"trafficPolicy,omitempty"`
 	EndpointNodes   []string          `json:"endpointNodes,omitempty"`
 	TTL             time.Duration     `json:"ttl,omitempty"`
+	// GlobalGroup, "pool/group", makes the allocation a member of a global
+	// group: it gets the group's addresses, shared with the members of the
+	// other tenants granted to join (see GlobalGroup).
+	GlobalGroup string `json:"globalGroup,omitempty"`
+	// GlobalBackup makes the member a standby: its nodes announce the
+	// addresses less preferred (see Preference), so routers send it traffic
+	// only when no active member announces them.
+	GlobalBackup bool `json:"globalBackup,omitempty"`
 
 	Addrs      []netip.Addr `json:"addrs"`
 	Pool       string       `json:"pool"`
@@ -171,8 +179,24 @@ func (a *Allocation) CreationRecord() *AuditRecord {
 
 // Holder is one allocation holding a claimed address.
 type Holder struct {
-	Allocation string `json:"a"` // the allocation's ID (its tenant is the claim's)
-	Ports      []Port `json:"p,omitempty"`
+	Allocation string `json:"a"` // the allocation's ID
+	// Tenant is the allocation's tenant in a global group's claim (whose
+	// holders are of several tenants); empty: the claim's.
+	Tenant string `json:"t,omitempty"`
+	Ports  []Port `json:"p,omitempty"`
+}
+
+// TenantIn returns the tenant of holder h of claim c.
+func (h Holder) TenantIn(c *Claim) string {
+	if h.Tenant != "" {
+		return h.Tenant
+	}
+	return c.Tenant
+}
+
+// Is reports whether h, a holder of c, is the allocation tenant/id.
+func (h Holder) Is(c *Claim, tenant, id string) bool {
+	return h.Allocation == id && h.TenantIn(c) == tenant
 }
 
 // Claim records who holds one address. Every address handed out has exactly
@@ -183,6 +207,10 @@ type Claim struct {
 	Pool       string     `json:"pool"`
 	Tenant     string     `json:"tenant"`
 	SharingKey string     `json:"sharingKey,omitempty"`
+	// Group, "pool/group", marks the address of a global group: Tenant is
+	// then empty and each holder names its tenant. Such an address is never
+	// kept in a hold: it is freed when its last holder leaves.
+	Group string `json:"group,omitempty"`
 	// Holders are the allocations using the address: one, or several sharing
 	// it under SharingKey.
 	Holders []Holder `json:"holders,omitempty"`
@@ -299,6 +327,35 @@ type Share struct {
 // Share, it only needs to outlive a watch's delay and lives on a lease.
 type TenantGuard struct {
 	Tenant string `json:"tenant"`
+}
+
+// GlobalGroup is a named group on a pool: allocations of the tenants it
+// grants that name it (Allocation.GlobalGroup) share one address per
+// family, so that several clusters announce one Service address (anycast,
+// ECMP across clusters). The address is taken when the first member joins
+// and freed when the last leaves; the claims of its addresses (Claim.Group)
+// list every member, and are the only record of who holds it.
+type GlobalGroup struct {
+	Pool        string    `json:"pool"`
+	ID          string    `json:"id"`
+	UID         string    `json:"uid"`
+	Description string    `json:"description,omitempty"`
+	Tenants     []string  `json:"tenants,omitempty"`
+	CreateTime  time.Time `json:"createTime"`
+	UpdateTime  time.Time `json:"updateTime"`
+}
+
+// Key returns the group's ID in storage, "pool/group".
+func (g *GlobalGroup) Key() string { return g.Pool + "/" + g.ID }
+
+// Grants reports whether tenant may join the group.
+func (g *GlobalGroup) Grants(tenant string) bool {
+	for _, t := range g.Tenants {
+		if t == tenant {
+			return true
+		}
+	}
+	return false
 }
 
 // TokenHash finds a token by the hash of its secret.

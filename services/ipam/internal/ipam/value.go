@@ -44,6 +44,8 @@ func NewValue(k Kind) any {
 		return new(Share)
 	case KindTenantGuard:
 		return new(TenantGuard)
+	case KindGlobalGroup:
+		return new(GlobalGroup)
 	}
 	return nil
 }

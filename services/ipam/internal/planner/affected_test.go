@@ -122,6 +122,26 @@ func TestAffectedExamples(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a global member whose endpoints vanish withdraws", func(t *testing.T) {
+		g := alloc("g1", "web", "192.0.2.77")
+		g.GlobalGroup, g.EndpointNodes = "web/g", []string{"n1"}
+		gone := *g
+		gone.EndpointNodes = nil
+		d := checkAffected(t, "endpoints gone", in, nil, g, &gone, true)
+		for _, name := range []string{"n1", "n2"} {
+			if d[name] == nil || len(d[name].RemoveRoutes) != 1 {
+				t.Errorf("%s: %+v, want the route withdrawn", name, d[name])
+			}
+		}
+		back := gone
+		back.GlobalBackup, back.EndpointNodes = true, []string{"n2"}
+		d = checkAffected(t, "endpoints back, as a backup", in, nil, &gone, &back, true)
+		for _, name := range []string{"n1", "n2"} {
+			if d[name] == nil || len(d[name].UpsertRoutes) != 1 || d[name].UpsertRoutes[0].MED != ipam.BackupMED {
+				t.Errorf("%s: %+v, want the route announced as a backup", name, d[name])
+			}
+		}
+	})
 	t.Run("sharing an address keeps its owner", func(t *testing.T) {
 		shared := alloc("a0", "web", "192.0.2.1")
 		d := checkAffected(t, "share", in, []*ipam.Allocation{a1}, nil, shared, false)

@@ -16,7 +16,15 @@ type contrib struct {
 	// locals are the contributions of holders with the LOCAL policy: only
 	// their endpoint nodes announce.
 	locals []localContrib
+	// active and backup count the contributing allocations that are a
+	// global group's backup member, and the others: a prefix only backup
+	// members contribute to is announced less preferred (see
+	// ipam.BackupMED).
+	active, backup int
 }
+
+// isBackup reports whether only backup members contribute to the prefix.
+func (x *contrib) isBackup() bool { return x.backup > 0 && x.active == 0 }
 
 // localContrib is one LOCAL allocation contributing through one
 // advertisement.
@@ -34,6 +42,8 @@ func (x *contrib) merge(o *contrib) {
 	}
 	x.cluster.or(o.cluster)
 	x.locals = append(x.locals, o.locals...)
+	x.active += o.active
+	x.backup += o.backup
 }
 
 // addContribs adds what a contributes to acc, keyed by aggregated prefix.
@@ -45,6 +55,12 @@ func (c *compiled) addContribs(acc map[netip.Prefix]*contrib, a *ipam.Allocation
 	}
 	ads := c.bgpAdsOf(a)
 	if len(ads) == 0 {
+		return
+	}
+	if a.GlobalGroup != "" && len(a.EndpointNodes) == 0 {
+		// A global group's member whose cluster has no ready endpoint
+		// withdraws whatever its traffic policy: the other clusters'
+		// members take its traffic (MetalLB #148).
 		return
 	}
 	local := a.TrafficPolicy == ipam.TrafficLocal
@@ -69,6 +85,11 @@ func (c *compiled) addContribs(acc map[netip.Prefix]*contrib, a *ipam.Allocation
 				x.locals = append(x.locals, localContrib{ad: ad, endpoints: eps})
 			} else {
 				x.cluster.set(ad)
+			}
+			if a.GlobalBackup {
+				x.backup++
+			} else {
+				x.active++
 			}
 		}
 	}
@@ -148,14 +169,14 @@ func (c *compiled) routesFor(n int, p netip.Prefix, acc *contrib) []ipam.PlanRou
 			}
 		}
 	}
-	return c.routesVia(n, p, ads, nil)
+	return c.routesVia(n, p, ads, acc.isBackup(), nil)
 }
 
 // routesVia appends to dst node n's routes for p through the advertisements
 // in ads (which already select n), to the peers that select n and whose
 // sessions carry p's family: an IPv4 prefix goes to IPv4 peers only, an IPv6
 // prefix to IPv6 peers only.
-func (c *compiled) routesVia(n int, p netip.Prefix, ads bitset, dst []ipam.PlanRoute) []ipam.PlanRoute {
+func (c *compiled) routesVia(n int, p netip.Prefix, ads bitset, backup bool, dst []ipam.PlanRoute) []ipam.PlanRoute {
 	if ads.empty() {
 		return dst
 	}
@@ -169,6 +190,18 @@ func (c *compiled) routesVia(n int, p netip.Prefix, ads bitset, dst []ipam.PlanR
 		}
 		r := c.attrs(pi, via)
 		r.Prefix = p
+		if backup {
+			r.MED = ipam.BackupMED
+			if !c.peers[pi].ibgp {
+				r.ASPathPrepend = ipam.BackupASPathPrepend // an iBGP peer would drop a path with its own AS
+			} else {
+				lp := r.LocalPref
+				if lp == 0 {
+					lp = 100
+				}
+				r.LocalPref = lp / 2
+			}
+		}
 		dst = append(dst, r)
 	}
 	return dst

@@ -44,6 +44,16 @@ func peer6() *ipam.BGPPeer {
 // rt is a route without attributes.
 func rt(prefix, peer string) ipam.PlanRoute { return ipam.PlanRoute{Prefix: pfx(prefix), Peer: peer} }
 
+// backupRoute is r as a global group's backup member announces it to an
+// eBGP peer (ibgp: to an iBGP peer, which gets no AS path prepend).
+func backupRoute(r ipam.PlanRoute, ibgp ...bool) ipam.PlanRoute {
+	r.MED, r.ASPathPrepend = ipam.BackupMED, ipam.BackupASPathPrepend
+	if len(ibgp) > 0 && ibgp[0] {
+		r.ASPathPrepend = 0
+	}
+	return r
+}
+
 // rtc is a route with attributes.
 func rtc(prefix, peer string, lp uint32, comms []uint32, large ...[3]uint32) ipam.PlanRoute {
 	return ipam.PlanRoute{Prefix: pfx(prefix), Peer: peer, LocalPref: lp, Communities: comms, LargeCommunities: large}
@@ -144,6 +154,42 @@ func TestPlansRoutes(t *testing.T) {
 			"n2": {rtc("192.0.2.0/24", "r2", 0, []uint32{1<<16 | 1})},
 		}},
 		{"no peers", func(in *Input) { in.Peers = nil }, nil},
+		{"global member with ready endpoints: every node (cluster policy)", func(in *Input) {
+			in.Allocations[0].GlobalGroup, in.Allocations[0].EndpointNodes = "web/g", []string{"elsewhere"}
+		}, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.1/32", "r1"), rt("192.0.2.1/32", "r2")},
+			"n2": {rt("192.0.2.1/32", "r2")},
+		}},
+		{"global member without ready endpoints withdraws (cluster policy)", func(in *Input) {
+			in.Allocations[0].GlobalGroup = "web/g"
+		}, nil},
+		{"global member without ready endpoints withdraws (local policy)", func(in *Input) {
+			local(in.Allocations[0])
+			in.Allocations[0].GlobalGroup = "web/g"
+		}, nil},
+		{"global member, local policy: endpoint nodes only", func(in *Input) {
+			local(in.Allocations[0], "n2")
+			in.Allocations[0].GlobalGroup = "web/g"
+		}, map[string][]ipam.PlanRoute{
+			"n2": {rt("192.0.2.1/32", "r2")},
+		}},
+		{"global backup member: MED, AS path prepend, half the local preference on iBGP", func(in *Input) {
+			in.BGP[0].LocalPref = 200
+			in.Allocations[0].GlobalGroup, in.Allocations[0].GlobalBackup, in.Allocations[0].EndpointNodes = "web/g", true, []string{"n1"}
+		}, map[string][]ipam.PlanRoute{
+			"n1": {backupRoute(rtc("192.0.2.1/32", "r1", 100, nil), true), backupRoute(rt("192.0.2.1/32", "r2"))},
+			"n2": {backupRoute(rt("192.0.2.1/32", "r2"))},
+		}},
+		{"a prefix an active allocation shares with a backup member is not demoted", func(in *Input) {
+			in.BGP[0].AggregationLength = 24
+			in.BGP[0].Peers = []string{"r2"}
+			b := alloc("a2", "web", "192.0.2.2")
+			b.GlobalGroup, b.GlobalBackup, b.EndpointNodes = "web/g", true, []string{"n1"}
+			in.Allocations = append(in.Allocations, b)
+		}, map[string][]ipam.PlanRoute{
+			"n1": {rt("192.0.2.0/24", "r2")},
+			"n2": {rt("192.0.2.0/24", "r2")},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -287,9 +287,13 @@ func (s *adSelection) selects(c *compiled, a *ipam.Allocation) bool {
 	return s.poolSelected(c, a.Pool) && selector.AnyMatches(s.ownerSels, a.OwnerLabels)
 }
 
-// l2AdsOf returns the L2 advertisements selecting a.
+// l2AdsOf returns the L2 advertisements selecting a (none for a global
+// group's member).
 func (c *compiled) l2AdsOf(a *ipam.Allocation) bitset {
 	b := newBitset(len(c.l2))
+	if a.GlobalGroup != "" {
+		return b // L2 is per segment: a global address is announced over BGP only
+	}
 	for i, ad := range c.l2 {
 		if ad.sel.selects(c, a) {
 			b.set(i)

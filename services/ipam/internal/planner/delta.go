@@ -66,6 +66,7 @@ func peerEqual(a, b ipam.PlanPeer) bool {
 
 func routeEqual(a, b ipam.PlanRoute) bool {
 	return a.Prefix == b.Prefix && a.Peer == b.Peer && a.LocalPref == b.LocalPref &&
+		a.MED == b.MED && a.ASPathPrepend == b.ASPathPrepend &&
 		slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
 }
 

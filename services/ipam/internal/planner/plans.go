@@ -160,10 +160,13 @@ func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan, want func(n int) 
 			if p.Addr().Is6() {
 				k = "6" + k
 			}
+			if x.isBackup() {
+				k = "b" + k
+			}
 			for _, cl := range classes {
 				t, ok := cl.tmpl[k]
 				if !ok {
-					t = c.routesVia(cl.rep, p, x.cluster.and(cl.ads), nil)
+					t = c.routesVia(cl.rep, p, x.cluster.and(cl.ads), x.isBackup(), nil)
 					cl.tmpl[k] = t
 				}
 				for _, r := range t {

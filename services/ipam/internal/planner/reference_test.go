@@ -121,7 +121,37 @@ func refRoutes(in *Input) map[string][]ipam.PlanRoute {
 		peer   string
 	}
 	routes := map[key]*ipam.PlanRoute{}
+	// Per prefix: whether an active allocation contributes to it, and
+	// whether a global group's backup member does.
+	active, backup := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
+	known := func(names []string) bool {
+		return slices.ContainsFunc(in.Nodes, func(n *ipam.Node) bool { return slices.Contains(names, n.Name) })
+	}
 	for _, a := range in.Allocations {
+		if a.GlobalGroup != "" && len(a.EndpointNodes) == 0 {
+			continue // a global member without ready endpoints withdraws
+		}
+		if a.TrafficPolicy == ipam.TrafficLocal && !known(a.EndpointNodes) {
+			continue
+		}
+		for _, ad := range in.BGP {
+			if !refBGPSelects(in, ad, a) {
+				continue
+			}
+			for _, addr := range a.Addrs {
+				prefix := refAggregate(in, ad, a.Pool, addr)
+				if a.GlobalBackup {
+					backup[prefix] = true
+				} else {
+					active[prefix] = true
+				}
+			}
+		}
+	}
+	for _, a := range in.Allocations {
+		if a.GlobalGroup != "" && len(a.EndpointNodes) == 0 {
+			continue
+		}
 		for _, ad := range in.BGP {
 			if !refBGPSelects(in, ad, a) {
 				continue
@@ -168,6 +198,18 @@ func refRoutes(in *Input) map[string][]ipam.PlanRoute {
 	}
 	out := map[string][]ipam.PlanRoute{}
 	for k, r := range routes {
+		if backup[k.prefix] && !active[k.prefix] {
+			r.MED = ipam.BackupMED
+			if p := refPeer(in, k.peer); p != nil && p.MyASN != p.PeerASN {
+				r.ASPathPrepend = ipam.BackupASPathPrepend
+			} else if p != nil {
+				lp := r.LocalPref
+				if lp == 0 {
+					lp = 100
+				}
+				r.LocalPref = lp / 2
+			}
+		}
 		slices.Sort(r.Communities)
 		r.Communities = slices.Compact(r.Communities)
 		slices.SortFunc(r.LargeCommunities, cmpLarge)
@@ -178,6 +220,16 @@ func refRoutes(in *Input) map[string][]ipam.PlanRoute {
 		slices.SortFunc(rs, cmpRoute)
 	}
 	return out
+}
+
+// refPeer returns the peer with ID id.
+func refPeer(in *Input, id string) *ipam.BGPPeer {
+	for _, p := range in.Peers {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
 }
 
 // refAggregate masks addr to the advertisement's aggregation length, never

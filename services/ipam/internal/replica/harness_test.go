@@ -99,6 +99,8 @@ type node struct {
 	pools  ipamv1.PoolServiceClient
 	allocs ipamv1.AllocationServiceClient
 	audit  ipamv1.AuditServiceClient
+	groups ipamv1.GlobalGroupServiceClient
+	ann    ipamv1.AnnouncementServiceClient
 	stop   func()
 }
 
@@ -147,6 +149,8 @@ func startNodeWith(t *testing.T, client *store.Client, logger *slog.Logger, opts
 		pools:  ipamv1.NewPoolServiceClient(conn),
 		allocs: ipamv1.NewAllocationServiceClient(conn),
 		audit:  ipamv1.NewAuditServiceClient(conn),
+		groups: ipamv1.NewGlobalGroupServiceClient(conn),
+		ann:    ipamv1.NewAnnouncementServiceClient(conn),
 		stop: func() {
 			once.Do(func() {
 				_ = conn.Close()

@@ -13,6 +13,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
 	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -155,6 +156,11 @@ func matchAllocation(f filter.Filter, a *ipam.Allocation) bool {
 				return a.Namespace, true
 			case "sharing_key":
 				return a.SharingKey, true
+			case "global_group":
+				if a.GlobalGroup == "" {
+					return "", true
+				}
+				return index.GroupName(a.GlobalGroup), true
 			case "address":
 				return addr.String(), true
 			}
@@ -182,7 +188,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 	var fes ipam.FieldErrors
 	tenant := parseParent(&fes, "parent", req.GetParent(), true)
 	size := pageSize(&fes, "page_size", req.GetPageSize())
-	f, err := filter.Parse(req.GetFilter(), "pool", "owner", "namespace", "address", "sharing_key", "labels")
+	f, err := filter.Parse(req.GetFilter(), "pool", "owner", "namespace", "address", "sharing_key", "global_group", "labels")
 	if err != nil {
 		fes.Add("filter", "%s", err.Error())
 	}

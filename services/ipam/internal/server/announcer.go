@@ -444,6 +444,7 @@ func routeToProto(tenant string, r ipam.PlanRoute) *ipamv1.PlanRoute {
 	return &ipamv1.PlanRoute{
 		Prefix: r.Prefix.String(), Peer: peerName(tenant, r.Peer),
 		Communities: communityStrings(r.Communities), LargeCommunities: largeStrings(r.LargeCommunities), LocalPref: r.LocalPref,
+		Med: r.MED, AsPathPrepend: r.ASPathPrepend,
 	}
 }
 

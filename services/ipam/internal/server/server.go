@@ -32,6 +32,10 @@ type Writer interface {
 	GetPool(ctx context.Context, name string) (allocator.PoolResult, error)
 	UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int64, validateOnly bool, meta allocator.Meta) (allocator.PoolResult, error)
 	DeletePool(ctx context.Context, name string, etagRev int64, force bool, meta allocator.Meta) (allocator.PoolResult, error)
+	CreateGroup(ctx context.Context, g *ipam.GlobalGroup, meta allocator.Meta) (allocator.GroupResult, error)
+	Group(ctx context.Context, key string) (index.GroupState, error)
+	UpdateGroup(ctx context.Context, key string, etagRev int64, next func(*ipam.GlobalGroup), meta allocator.Meta) (allocator.GroupResult, error)
+	DeleteGroup(ctx context.Context, key string, etagRev int64, meta allocator.Meta) error
 }
 
 // Reader is what the handlers need to read stored state.
@@ -46,6 +50,7 @@ type Usage interface {
 	Usage(name string) []index.Usage
 	Used(tenant string) uint64
 	Held(tenant string) uint64
+	Group(key string) (index.GroupState, bool)
 }
 
 // Creations lists the audit records live allocations keep (see
@@ -137,6 +142,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 	ipamv1.RegisterAnnouncerServiceServer(g, &announcerService{s: s})
 	ipamv1.RegisterTenantServiceServer(g, &tenantService{s: s})
 	ipamv1.RegisterTokenServiceServer(g, &tokenService{s: s})
+	ipamv1.RegisterGlobalGroupServiceServer(g, &groupService{s: s})
 }
 
 // meta returns the audit and idempotency metadata of a request.

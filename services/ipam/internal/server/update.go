@@ -10,7 +10,7 @@ import (
 )
 
 // allocationUpdatable are the allocation fields UpdateAllocation may change.
-var allocationUpdatable = []string{"owner_labels", "namespace_labels", "ports", "traffic_policy", "endpoint_nodes", "ttl"}
+var allocationUpdatable = []string{"owner_labels", "namespace_labels", "ports", "traffic_policy", "endpoint_nodes", "ttl", "global_role"}
 
 func (a *allocationService) UpdateAllocation(ctx context.Context, req *ipamv1.UpdateAllocationRequest) (*ipamv1.UpdateAllocationResponse, error) {
 	const method = "UpdateAllocation"
@@ -32,6 +32,7 @@ func (a *allocationService) UpdateAllocation(ctx context.Context, req *ipamv1.Up
 	probe := &ipamv1.Allocation{
 		Owner: "x", OwnerLabels: in.GetOwnerLabels(), NamespaceLabels: in.GetNamespaceLabels(),
 		Ports: in.GetPorts(), TrafficPolicy: in.GetTrafficPolicy(), EndpointNodes: in.GetEndpointNodes(), Ttl: in.GetTtl(),
+		GlobalRole: in.GetGlobalRole(),
 	}
 	spec := allocationFromProto(&fes, tenant, probe)
 	if err := fes.Err(); err != nil {
@@ -57,6 +58,9 @@ func (a *allocationService) UpdateAllocation(ctx context.Context, req *ipamv1.Up
 		}
 		if set("ttl") {
 			al.TTL = spec.TTL
+		}
+		if set("global_role") {
+			al.GlobalBackup = spec.GlobalBackup
 		}
 	}
 	res, err := a.s.w.Update(ctx, tenant, id, etagRev, change, meta(ctx, method, req.GetRequestId(), req))

@@ -306,5 +306,21 @@ func allocationFromProto(fes *ipam.FieldErrors, tenant string, in *ipamv1.Alloca
 		}
 	}
 	a.TTL = durationOK(fes, "allocation.ttl", in.GetTtl(), minTTL, maxTTL)
+	if gg := in.GetGlobalGroup(); gg != "" {
+		a.GlobalGroup = parseGroupName(fes, "allocation.global_group", gg)
+		if a.SharingKey != "" {
+			fes.Add("allocation.sharing_key", "must be empty with global_group (the group's members share its address)")
+		}
+		if len(a.RequestedAddrs) > 0 {
+			fes.Add("allocation.requested_addresses", "must be empty with global_group (the group decides its address)")
+		}
+	}
+	switch in.GetGlobalRole() {
+	case ipamv1.GlobalRole_GLOBAL_ROLE_UNSPECIFIED, ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE:
+	case ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP:
+		a.GlobalBackup = true
+	default:
+		fes.Add("allocation.global_role", "is not a known role")
+	}
 	return a
 }

@@ -51,6 +51,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindShare
 	case *ipam.TenantGuard:
 		ok = k == ipam.KindTenantGuard
+	case *ipam.GlobalGroup:
+		ok = k == ipam.KindGlobalGroup
 	}
 	if !ok {
 		return nil, fmt.Errorf("store: value %T does not match kind %d", v, k)

@@ -33,6 +33,7 @@ const (
 	hashPrefix   = statePrefix + "tokenhashes/"
 	sharesPrefix = statePrefix + "shares/"
 	guardsPrefix = statePrefix + "tenantguards/"
+	groupsPrefix = statePrefix + "globalgroups/"
 	secretPrefix = root + "secrets/"
 )
 
@@ -79,6 +80,8 @@ func kindPrefix(k ipam.Kind) string {
 		return guardsPrefix
 	case ipam.KindClusterNode:
 		return cnodesPrefix
+	case ipam.KindGlobalGroup:
+		return groupsPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }
@@ -134,6 +137,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindShare, sharesPrefix},
 		{ipam.KindTenantGuard, guardsPrefix},
 		{ipam.KindClusterNode, cnodesPrefix},
+		{ipam.KindGlobalGroup, groupsPrefix},
 	} {
 		if id, ok := strings.CutPrefix(k, kp.prefix); ok {
 			return ipam.Ref{Kind: kp.kind, ID: id}, true

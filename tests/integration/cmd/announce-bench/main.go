@@ -15,6 +15,8 @@
 //	BENCH restart_l2_withheld                      the same restarts: ARP replies the owner withheld for want of a right to answer (count; 0 passes)
 //	BENCH restart_l2_reply_gap_max                 the same restarts: longest gap in the L2 owner's ARP replies (probed every 5 ms)
 //	BENCH restart_kill_*                           the same with SIGKILL instead of SIGTERM (crashes; withheld replies expected, nothing else)
+//	BENCH global_withdraw_no_endpoints_p50, _p99   a global group's member loses its ready endpoints → its path gone from FRR (the other cluster's stays)
+//	BENCH local_withdraw_no_endpoints_p50, _p99    the reference: a one-cluster LOCAL Service loses its endpoints → its path gone from FRR
 //
 // It needs root, and ipamd and announcerd in $BEACON_BIN (`make build`), or
 // builds them when BEACON_BIN is unset. With the default trials it takes
@@ -48,8 +50,9 @@ func run() (err error) {
 	hang := fs.Int("hang-trials", 5, "trials of the hung-announcer failover")
 	bfd := fs.Int("bfd-trials", 10, "trials of the BFD withdrawal")
 	stale := fs.Int("stale-rounds", 3, "rounds of owner freezes and egress cuts (six trials each, about 25 s)")
+	globals := fs.Int("global-trials", 20, "trials of the global address's withdrawal when a cluster's endpoints vanish (and of the one-cluster reference)")
 	restarts := fs.Int("restart-rounds", 3, "rolling restarts of three IPAM replicas (about 2 s each; needs etcd from `make testbins`)")
-	only := fs.String("only", "", "run only this part: restart (default: all)")
+	only := fs.String("only", "", "run only this part: restart or global (default: all)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -70,13 +73,15 @@ func run() (err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "announce-bench:", err)
 	}
-	cfg := e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, StaleRounds: *stale, RestartRounds: *restarts, EtcdBin: etcd, Log: os.Stderr}
+	cfg := e2e.BenchConfig{Bin: bin, L2Trials: *l2, HangTrials: *hang, BFDTrials: *bfd, StaleRounds: *stale, RestartRounds: *restarts, GlobalTrials: *globals, EtcdBin: etcd, Log: os.Stderr}
 	switch *only {
 	case "":
 	case "restart":
-		cfg.L2Trials, cfg.HangTrials, cfg.BFDTrials, cfg.StaleRounds = 0, 0, 0, 0
+		cfg.L2Trials, cfg.HangTrials, cfg.BFDTrials, cfg.StaleRounds, cfg.GlobalTrials = 0, 0, 0, 0, 0
+	case "global":
+		cfg.L2Trials, cfg.HangTrials, cfg.BFDTrials, cfg.StaleRounds, cfg.RestartRounds = 0, 0, 0, 0, 0
 	default:
-		return fmt.Errorf("--only %q: want restart", *only)
+		return fmt.Errorf("--only %q: want restart or global", *only)
 	}
 	start := time.Now()
 	figs, err := e2e.Bench(ctx, cfg)

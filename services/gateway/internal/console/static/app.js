@@ -5,6 +5,7 @@ import { allocationsPage } from './allocations.js';
 import { announcersPage } from './announcers.js';
 import { auditPage } from './audit.js';
 import { h, replace } from './dom.js';
+import { groupsPage } from './groups.js';
 import { newPoolPage, poolsPage } from './pools.js';
 import { signInPage } from './signin.js';
 
@@ -13,6 +14,7 @@ const routes = {
   signin: signInPage,
   pools: poolsPage,
   'pools/new': newPoolPage,
+  groups: groupsPage,
   allocations: allocationsPage,
   announcers: announcersPage,
   audit: auditPage,
