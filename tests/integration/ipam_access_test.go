@@ -246,7 +246,7 @@ func TestCompromisedNode(t *testing.T) {
 			t.Errorf("%s: %v, want PermissionDenied", a.what, got)
 		}
 	}
-	logs := s.d.logText()
+	logs := s.d.waitLogs(func(logs string) bool { return strings.Count(logs, `"msg":"call refused"`) >= len(attempts) })
 	if n := strings.Count(logs, `"msg":"call refused"`); n < len(attempts) {
 		t.Errorf("%d refusals logged, want %d:\n%s", n, len(attempts), logs)
 	}

@@ -160,8 +160,9 @@ func TestBootstrapToken(t *testing.T) {
 		Parent: "tenants/" + accessTenant, Node: "n3", Ttl: durationpb.New(time.Hour)}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("CreateBootstrapToken as the node: %v, want PermissionDenied", err)
 	}
-	logs := d.logText()
-	for _, want := range []string{`"msg":"bootstrap token created"`, `"msg":"node certificate issued"`, `"msg":"bootstrap token refused"`} {
+	wantLogged := []string{`"msg":"bootstrap token created"`, `"msg":"node certificate issued"`, `"msg":"bootstrap token refused"`}
+	logs := d.waitLogs(func(logs string) bool { return containsAll(logs, wantLogged) })
+	for _, want := range wantLogged {
 		if !strings.Contains(logs, want) {
 			t.Errorf("ipamd did not log %s", want)
 		}

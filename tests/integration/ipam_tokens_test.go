@@ -198,9 +198,10 @@ func TestKubeAnnouncerTokens(t *testing.T) {
 		t.Logf("ipamd:\n%s", d.logText())
 	}
 
-	logs := d.logText()
-	for _, want := range []string{"wrong audience", "is not an allowed ServiceAccount", "not this cluster", "not a JWT",
-		`"caller":"spiffe://beacon/tenant/` + accessTenant + `/announcer/node-a"`} {
+	wantLogged := []string{"wrong audience", "is not an allowed ServiceAccount", "not this cluster", "not a JWT",
+		`"caller":"spiffe://beacon/tenant/` + accessTenant + `/announcer/node-a"`}
+	logs := d.waitLogs(func(logs string) bool { return containsAll(logs, wantLogged) })
+	for _, want := range wantLogged {
 		if !strings.Contains(logs, want) {
 			t.Errorf("refusal %q not logged:\n%s", want, grepLines(logs, "call refused"))
 		}

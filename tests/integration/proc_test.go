@@ -35,6 +35,7 @@ type daemon struct {
 	ops    string // HTTP ops address
 	logs   *bytes.Buffer
 	logMu  *sync.Mutex
+	grew   chan struct{} // closed (and replaced) when a log line arrives
 	exited chan error
 }
 
@@ -52,7 +53,7 @@ func startIPAMD(t *testing.T, args ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, logs: new(bytes.Buffer), logMu: new(sync.Mutex), exited: make(chan error, 1)}
+	d := &daemon{cmd: cmd, logs: new(bytes.Buffer), logMu: new(sync.Mutex), grew: make(chan struct{}), exited: make(chan error, 1)}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -62,6 +63,8 @@ func startIPAMD(t *testing.T, args ...string) *daemon {
 			line := sc.Text()
 			d.logMu.Lock()
 			d.logs.WriteString(line + "\n")
+			close(d.grew)
+			d.grew = make(chan struct{})
 			d.logMu.Unlock()
 			var rec map[string]any
 			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "ipamd serving" && !signalled {
@@ -96,6 +99,27 @@ func (d *daemon) logText() string {
 	d.logMu.Lock()
 	defer d.logMu.Unlock()
 	return d.logs.String()
+}
+
+// waitLogs returns ipamd's log once ok holds for it, or after 10 s
+// without (ipamd writes its log through a pipe: a line about a call that
+// has returned may still be on its way).
+func (d *daemon) waitLogs(ok func(logs string) bool) string {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		d.logMu.Lock()
+		logs, grew := d.logs.String(), d.grew
+		d.logMu.Unlock()
+		if ok(logs) {
+			return logs
+		}
+		select {
+		case <-grew:
+		case <-deadline.C:
+			return logs
+		}
+	}
 }
 
 // stop sends SIGTERM and returns how long ipamd took to exit, and how.
@@ -142,4 +166,14 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// containsAll reports whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
