@@ -78,6 +78,18 @@ run: build ## Run Beacon on this machine: IPAM (embedded etcd, data in .data/) b
 	echo ">>        $(BIN)/beaconctl pool create web --range 192.0.2.0/24   (through the gateway, as admin)"; \
 	wait -n $$ipamd $$gw; status=$$?; kill $$ipamd $$gw 2>/dev/null; wait; exit $$status
 
+## ---- images and deployments ----------------------------------------------
+
+# Container images with podman (installed if missing): the Go binaries,
+# static and built here, in FROM-scratch images; etcd from testbins; one
+# Debian lab root (mmdebstrap) for the compose lab's router and client.
+# Nothing is rebuilt when its inputs did not change (see docs/operating.md).
+IMAGES_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: images
+images: testbins ## Build the container images (localhost/beacon/*:VERSION and :dev) with podman.
+	TESTBINS=$(TESTBINS) VERSION=$(IMAGES_VERSION) deploy/images/build.sh
+
 ## ---- generated code --------------------------------------------------------
 
 # What buf generate writes (buf.gen.yaml): the Go API in proto/, the
