@@ -90,6 +90,12 @@ IMAGES_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || ec
 images: testbins ## Build the container images (localhost/beacon/*:VERSION and :dev) with podman.
 	TESTBINS=$(TESTBINS) VERSION=$(IMAGES_VERSION) deploy/images/build.sh
 
+# The compose lab (deploy/compose) brought up from those images, its
+# README's walk-through run against it, and torn down.
+.PHONY: test-compose
+test-compose: images ## The compose lab's walk-through (deploy/compose/README.md) as a test; tears it down.
+	BEACON_COMPOSE=1 go test $(GO_TEST_FLAGS) -v -run TestComposeWalkthrough ./tests/integration/compose/
+
 ## ---- generated code --------------------------------------------------------
 
 # What buf generate writes (buf.gen.yaml): the Go API in proto/, the
@@ -131,7 +137,7 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 ## ---- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: deps tools check-generated lint test-unit test-k8s test-integration test-fuzz ## Every check and test (what CI runs).
+test: deps tools check-generated lint test-unit test-k8s test-integration test-compose test-fuzz ## Every check and test (what CI runs).
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit

@@ -26,12 +26,12 @@ fi
 if [ ! -s "$tar" ]; then
   echo ">> images: making the lab's Debian root ($suite: $packages)"
   start=$SECONDS
-  rm -f "$work"/lab-*.tar
+  rm -rf "$work"/lab-*.tar
   mmdebstrap --quiet --variant=apt --include="$packages" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
-    "$suite" "$tar.tmp" "$mirror"
-  mv "$tar.tmp" "$tar"
+    "$suite" "$work/lab-$key.part.tar" "$mirror"   # the format comes from the extension
+  mv "$work/lab-$key.part.tar" "$tar"
   echo ">> images: lab root made in $((SECONDS - start)) s ($(du -m "$tar" | cut -f1) MB)"
 fi
 
