@@ -90,7 +90,14 @@ func newLab(t *testing.T) *lab {
 		if out, err := l.podman("network", "create", "--subnet", "198.51.100.0/24", "--ip-range", "198.51.100.128/25", network); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		t.Cleanup(func() { _, _ = l.podman("network", "rm", network) })
+		t.Cleanup(func() {
+			// After the lab's own cleanup, which ends l.ctx.
+			cmd := exec.Command("podman", "network", "rm", network)
+			cmd.Env = l.env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("podman network rm %s: %v\n%s", network, err, out)
+			}
+		})
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -189,7 +196,18 @@ func (l *lab) bgpPaths(prefix string) ([]string, error) {
 // mac returns the MAC address of a service's container on the lab network.
 func (l *lab) mac(service string) string {
 	l.t.Helper()
-	out, err := l.podman("inspect", container(service), "--format", "{{range .NetworkSettings.Networks}}{{.MacAddress}}{{end}}")
+	return l.inspect(service, "{{range .NetworkSettings.Networks}}{{.MacAddress}}{{end}}")
+}
+
+// ip returns the IPv4 address of a service's container on the lab network.
+func (l *lab) ip(service string) string {
+	l.t.Helper()
+	return l.inspect(service, "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
+}
+
+func (l *lab) inspect(service, format string) string {
+	l.t.Helper()
+	out, err := l.podman("inspect", container(service), "--format", format)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -249,7 +267,13 @@ func TestComposeWalkthrough(t *testing.T) {
 	var alloc struct {
 		Addresses []string `json:"addresses"`
 	}
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &alloc); err != nil || len(alloc.Addresses) == 0 {
+	// podman-compose prints what it runs around beaconctl's output: the
+	// JSON object is the one starting a line.
+	i := strings.Index(out, "\n{")
+	if i < 0 {
+		t.Fatalf("allocate: no JSON object in %s", out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&alloc); err != nil || len(alloc.Addresses) == 0 {
 		t.Fatalf("allocate: %v: %s", err, out)
 	}
 	addr := strings.TrimSuffix(strings.TrimSuffix(alloc.Addresses[0], "/32"), "/128")
@@ -309,4 +333,19 @@ func TestComposeWalkthrough(t *testing.T) {
 		return nil
 	})
 	t.Logf("%s moved off %s in %v", addr, first, time.Since(killed).Round(100*time.Millisecond))
+	// And FRR has dropped the dead node's path (BFD, or the session's
+	// end), keeping the other's.
+	other := map[string]string{"node-1": "node-2", "node-2": "node-1"}[first]
+	want := l.ip(other)
+	l.eventually("FRR's route via "+other+" only", time.Minute, func() error {
+		hops, err := l.bgpPaths(addr + "/32")
+		if err != nil {
+			return err
+		}
+		if len(hops) != 1 || hops[0] != want {
+			return fmt.Errorf("paths via %v, want only %s", hops, want)
+		}
+		return nil
+	})
+	t.Logf("FRR's path via %s gone %v after the kill", first, time.Since(killed).Round(100*time.Millisecond))
 }
