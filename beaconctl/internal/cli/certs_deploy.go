@@ -20,8 +20,8 @@ import (
 // deployOptions are the flags of "certs deploy".
 type deployOptions struct {
 	dir, namespace, tenant, cluster, domain, format, out string
-	ipamHosts, gatewayHosts, etcdHosts, nodes, admins     []string
-	valid                                                 time.Duration
+	ipamHosts, gatewayHosts, etcdHosts, nodes, admins    []string
+	valid                                                time.Duration
 }
 
 // credential is one role's certificate: its key pair and the CA that

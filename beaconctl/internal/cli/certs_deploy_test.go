@@ -89,14 +89,14 @@ func TestCertsDeployKubernetes(t *testing.T) {
 	first := run()
 	ipamHosts := []string{"beacon-ipamd", "beacon-ipamd.lb", "beacon-ipamd.lb.svc", "beacon-ipamd.lb.svc.cluster.local"}
 	want := map[string]identity{
-		"beacon-ipam-tls":                       {DNS: ipamHosts, Usage: server},
-		"beacon-gateway-tls":                    {DNS: []string{"beacon-gateway", "beacon-gateway.lb", "beacon-gateway.lb.svc", "beacon-gateway.lb.svc.cluster.local"}, Usage: server},
-		"beacon-gateway-ipam-client":            {URIs: []string{"spiffe://beacon/gateway"}, Usage: client},
-		"beacon-k8s-adapter-ipam-client":        {URIs: []string{"spiffe://beacon/tenant/c1/adapter/prod"}, Usage: client},
-		"beacon-announcer-n1":                   {URIs: []string{"spiffe://beacon/tenant/c1/announcer/n1"}, Usage: client},
-		"beacon-announcer-n2":                   {URIs: []string{"spiffe://beacon/tenant/c1/announcer/n2"}, Usage: client},
-		"beacon-etcd-client":                    {URIs: []string{"spiffe://beacon/etcd-client"}, Usage: client},
-		"beacon-etcd-peer":                      {DNS: []string{"beacon-etcd", "beacon-etcd.lb", "beacon-etcd.lb.svc", "beacon-etcd.lb.svc.cluster.local", "*.beacon-etcd.lb.svc", "*.beacon-etcd.lb.svc.cluster.local", "localhost"}, Usage: peer},
+		"beacon-ipam-tls":                {DNS: ipamHosts, Usage: server},
+		"beacon-gateway-tls":             {DNS: []string{"beacon-gateway", "beacon-gateway.lb", "beacon-gateway.lb.svc", "beacon-gateway.lb.svc.cluster.local"}, Usage: server},
+		"beacon-gateway-ipam-client":     {URIs: []string{"spiffe://beacon/gateway"}, Usage: client},
+		"beacon-k8s-adapter-ipam-client": {URIs: []string{"spiffe://beacon/tenant/c1/adapter/prod"}, Usage: client},
+		"beacon-announcer-n1":            {URIs: []string{"spiffe://beacon/tenant/c1/announcer/n1"}, Usage: client},
+		"beacon-announcer-n2":            {URIs: []string{"spiffe://beacon/tenant/c1/announcer/n2"}, Usage: client},
+		"beacon-etcd-client":             {URIs: []string{"spiffe://beacon/etcd-client"}, Usage: client},
+		"beacon-etcd-peer":               {DNS: []string{"beacon-etcd", "beacon-etcd.lb", "beacon-etcd.lb.svc", "beacon-etcd.lb.svc.cluster.local", "*.beacon-etcd.lb.svc", "*.beacon-etcd.lb.svc.cluster.local", "localhost"}, Usage: peer},
 	}
 	got := map[string]identity{}
 	var keys [][]byte

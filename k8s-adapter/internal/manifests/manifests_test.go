@@ -141,10 +141,10 @@ func TestOverlaysApply(t *testing.T) {
 			var budgets []string
 			for _, o := range applied.Items {
 				id := o.Kind + "/" + o.Metadata.Name
-				switch {
-				case o.Kind == "PodDisruptionBudget":
+				switch o.Kind {
+				case "PodDisruptionBudget":
 					budgets = append(budgets, o.Metadata.Name)
-				case o.Kind == "Secret":
+				case "Secret":
 					t.Errorf("%s: the overlay carries a Secret; credentials come from beaconctl certs deploy", id)
 				}
 				if !slices.Contains(workloads, o.Kind) {
