@@ -3,8 +3,12 @@ package compose
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,6 +239,57 @@ func (l *lab) owner(addr string) (string, error) {
 	return mac, nil
 }
 
+// checkGateway lists the pools through the gateway on 127.0.0.1:8443, as
+// README.md's console step does: a token from beaconctl, the CA from the
+// certs volume.
+func (l *lab) checkGateway() {
+	l.t.Helper()
+	out, err := l.beaconctl("token", "create", "walkthrough", "--role", "admin", "-o", "json")
+	if err != nil {
+		l.t.Fatalf("%v\n%s", err, out)
+	}
+	var tok struct {
+		Secret string `json:"secret"`
+	}
+	i := strings.Index(out, "\n{")
+	if i < 0 {
+		l.t.Fatalf("token create: no JSON object in %s", out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&tok); err != nil || tok.Secret == "" {
+		l.t.Fatalf("token create: %v: %s", err, out)
+	}
+	ca, err := l.podman("run", "--rm", "-v", project+"_certs:/c:ro", "localhost/beacon/lab:dev", "cat", "/c/gateway-tls/ca.crt")
+	if err != nil {
+		l.t.Fatalf("%v\n%s", err, ca)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(ca)) {
+		l.t.Fatalf("no CA certificate in %q", ca)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	defer hc.CloseIdleConnections()
+	l.eventually("the gateway listing the pools", time.Minute, func() error {
+		req, err := http.NewRequestWithContext(l.ctx, http.MethodGet, "https://127.0.0.1:8443/v1/pools", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok.Secret)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "pools/web") {
+			return fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return nil
+	})
+}
+
 func TestComposeWalkthrough(t *testing.T) {
 	l := newLab(t)
 	start := time.Now()
@@ -300,6 +355,10 @@ func TestComposeWalkthrough(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The gateway (REST, the console's API) on the published loopback
+	// port, verified with the lab's CA, with a token beaconctl issued.
+	l.checkGateway()
 
 	// The client reaches the address on its segment; one node answers.
 	macs := map[string]string{l.mac("node-1"): "node-1", l.mac("node-2"): "node-2"}
