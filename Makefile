@@ -93,8 +93,8 @@ images: testbins ## Build the container images (localhost/beacon/*:VERSION and :
 # The compose lab (deploy/compose) brought up from those images, its
 # README's walk-through run against it, and torn down.
 .PHONY: test-compose
-test-compose: images ## The compose lab's walk-through (deploy/compose/README.md) as a test; tears it down.
-	BEACON_COMPOSE=1 go test $(GO_TEST_FLAGS) -v -run TestComposeWalkthrough ./tests/integration/compose/
+test-compose: images ## The images' labels and --version, and the compose lab's walk-through (deploy/compose/README.md) as a test; tears the lab down.
+	BEACON_COMPOSE=1 go test $(GO_TEST_FLAGS) -v -run 'TestImages|TestComposeWalkthrough' ./tests/integration/compose/
 
 ## ---- generated code --------------------------------------------------------
 

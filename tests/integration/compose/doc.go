@@ -8,5 +8,6 @@
 // reaching it. The lab is torn down at the end. `make test-compose` runs it
 // (BEACON_COMPOSE=1, after `make images`); without that it skips, saying
 // so, and with it a missing podman-compose, root or image fails it. It holds
-// no code of its own.
+// no code of its own. TestImages checks the images themselves: OCI labels,
+// --version, the user each runs as.
 package compose
