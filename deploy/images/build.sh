@@ -32,11 +32,15 @@ mkdir -p "$work/bin"
 
 export CONTAINERS_CONF=$here/containers.conf
 
-if ! command -v podman >/dev/null; then
-  if [ "$(id -u)" != 0 ]; then echo ">> images: podman is missing; run 'make images' as root to install it" >&2; exit 1; fi
-  echo ">> images: installing podman, runc and mmdebstrap"
+# podman with runc and netavark (whose aardvark-dns lets the compose lab's
+# containers find each other by name), podman-compose for the lab,
+# mmdebstrap for the lab's Debian root.
+if ! command -v podman >/dev/null || ! command -v podman-compose >/dev/null || ! command -v mmdebstrap >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then echo ">> images: podman, podman-compose or mmdebstrap is missing; run 'make images' as root to install them" >&2; exit 1; fi
+  echo ">> images: installing podman, podman-compose, runc, netavark and mmdebstrap"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc mmdebstrap uidmap >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    podman podman-compose runc netavark aardvark-dns uidmap mmdebstrap >/dev/null
 fi
 
 version=${VERSION:-$(cd "$repo" && git describe --tags --always --dirty 2>/dev/null || echo dev)}
