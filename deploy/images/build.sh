@@ -64,10 +64,11 @@ want=("$@")
 
 hash() { sha256sum "$@" | sha256sum | cut -c1-16; }
 
-# image NAME DIR: builds localhost/beacon/NAME from DIR (holding the
-# binary) and NAME.Containerfile unless the stamp says it is current.
+# image NAME DIR [VERSION]: builds localhost/beacon/NAME:VERSION (default
+# Beacon's) from DIR (holding the binary) and NAME.Containerfile unless the
+# stamp says it is current.
 image() {
-  local name=$1 ctx=$2 ref=localhost/beacon/$1
+  local name=$1 ctx=$2 ref=localhost/beacon/$1 version=${3:-$version}
   local key
   key=$( { hash "$ctx/$name" "$here/$name.Containerfile"; echo "$version $revision $source"; } | sha256sum | cut -c1-16)
   local stamp=$work/$name.stamp
@@ -90,10 +91,15 @@ for name in "${want[@]}"; do
     if [ ! -x "$testbins/etcd" ]; then echo ">> images: $testbins/etcd is missing: run 'make testbins' first" >&2; exit 1; fi
     mkdir -p "$work/ctx/etcd"
     cp -p "$testbins/etcd" "$work/ctx/etcd/etcd.tmp" && mv "$work/ctx/etcd/etcd.tmp" "$work/ctx/etcd/etcd"
-    image etcd "$work/ctx/etcd"
+    # Tagged with etcd's own version (tests/testbins pins it).
+    etcd_version=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$testbins/.version" 2>/dev/null)
+    image etcd "$work/ctx/etcd" "${etcd_version:-$version}"
     ;;
   lab)
-    "$here/lab-root.sh" "$work" "$version" "$revision" "$source"
+    # The lab root's tarball goes to the shared cache (BEACON_CACHE): it
+    # depends on the package list only.
+    mkdir -p "$cache/images"
+    "$here/lab-root.sh" "$cache/images" "$work" "$revision" "$source"
     ;;
   *)
     [ -n "${pkg[$name]:-}" ] || { echo ">> images: unknown image $name" >&2; exit 1; }

@@ -2,20 +2,20 @@
 # Makes localhost/beacon/lab: one Debian root file system (mmdebstrap, from
 # the host's Debian mirror: no container registry needed) holding the compose
 # lab's router (FRR with bgpd and bfdd; BIRD too) and client tools. The
-# tarball is cached under WORK keyed by the suite, mirror and package list,
-# so it is made once per machine (about a minute) and imported again only if
-# podman lost the image.
+# tarball is cached under TARBALLS keyed by the suite, mirror and package
+# list, so it is made once per machine (2 to 5 minutes) and imported again
+# only if podman lost the image; the stamp of the import is kept in WORK.
 #
-#   deploy/images/lab-root.sh WORK VERSION REVISION SOURCE   (called by build.sh)
+#   deploy/images/lab-root.sh TARBALLS WORK REVISION SOURCE   (called by build.sh)
 set -euo pipefail
-work=$1 version=$2 revision=$3 source=$4
+tars=$1 work=$2 revision=$3 source=$4
 
 suite=${DEBIAN_SUITE:-bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 packages=frr,bird2,iproute2,iputils-ping,iputils-arping,curl,procps,ca-certificates
 
 key=$(echo "$suite $mirror $packages" | sha256sum | cut -c1-16)
-tar=$work/lab-$key.tar
+tar=$tars/lab-$key.tar
 ref=localhost/beacon/lab
 
 if ! command -v mmdebstrap >/dev/null; then
@@ -26,12 +26,13 @@ fi
 if [ ! -s "$tar" ]; then
   echo ">> images: making the lab's Debian root ($suite: $packages)"
   start=$SECONDS
-  rm -rf "$work"/lab-*.tar
+  # Tarballs of older package lists (never another build's part file).
+  find "$tars" -maxdepth 1 -name 'lab-*.tar' ! -name "lab-$key.tar" ! -name 'lab-*.part.*' -exec rm -rf {} +
   mmdebstrap --quiet --variant=apt --include="$packages" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
-    "$suite" "$work/lab-$key.part.tar" "$mirror"   # the format comes from the extension
-  mv "$work/lab-$key.part.tar" "$tar"
+    "$suite" "$tars/lab-$key.part.$$.tar" "$mirror"   # the format comes from the extension
+  mv "$tars/lab-$key.part.$$.tar" "$tar"
   echo ">> images: lab root made in $((SECONDS - start)) s ($(du -m "$tar" | cut -f1) MB)"
 fi
 
