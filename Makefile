@@ -78,6 +78,28 @@ run: build ## Run Beacon on this machine: IPAM (embedded etcd, data in .data/) b
 	echo ">>        $(BIN)/beaconctl pool create web --range 192.0.2.0/24   (through the gateway, as admin)"; \
 	wait -n $$ipamd $$gw; status=$$?; kill $$ipamd $$gw 2>/dev/null; wait; exit $$status
 
+## ---- images and deployments ----------------------------------------------
+
+# Container images with podman (installed if missing): the Go binaries,
+# static and built here, in FROM-scratch images; etcd from testbins; one
+# Debian lab root (mmdebstrap) for the compose lab's router and client.
+# Nothing is rebuilt when its inputs did not change (see docs/operating.md).
+IMAGES_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: images
+images: testbins ## Build the container images (localhost/beacon/*:VERSION and :dev) with podman.
+	TESTBINS=$(TESTBINS) VERSION=$(IMAGES_VERSION) deploy/images/build.sh
+
+# The compose lab (deploy/compose) brought up from those images, its
+# README's walk-through run against it, and torn down.
+# It needs root (podman's bridge networks, NET_ADMIN): without root it
+# says so and skips, like the other tests that need root.
+.PHONY: test-compose
+test-compose: ## The images' labels and --version, and the compose lab's walk-through (deploy/compose/README.md) as a test; tears the lab down.
+	@if [ "$$(id -u)" != 0 ]; then echo ">> SKIPPING test-compose: the images and the compose lab need root (podman bridge networks, NET_ADMIN); CI runs it as root"; exit 0; fi; \
+	$(MAKE) --no-print-directory images && \
+	BEACON_COMPOSE=1 go test $(GO_TEST_FLAGS) -v -run 'TestImages|TestComposeWalkthrough' ./tests/integration/compose/
+
 ## ---- generated code --------------------------------------------------------
 
 # What buf generate writes (buf.gen.yaml): the Go API in proto/, the
@@ -119,7 +141,7 @@ lint: $(TOOL_BINS) ## buf lint, format and breaking; golangci-lint on every modu
 ## ---- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: deps tools check-generated lint test-unit test-k8s test-integration test-fuzz ## Every check and test (what CI runs).
+test: deps tools check-generated lint test-unit test-k8s test-integration test-compose test-fuzz ## Every check and test (what CI runs).
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit

@@ -121,9 +121,23 @@ func (ca *CA) ServerFor(validity time.Duration, hosts ...string) (certPEM, keyPE
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
+	return ca.forHosts(validity, hosts, x509.ExtKeyUsageServerAuth)
+}
+
+// PeerFor makes a certificate good for both ends of a connection (server
+// and client authentication) for hosts, as etcd members present to each
+// other on the peer port. Hosts are as for ServerFor and must not be empty.
+func (ca *CA) PeerFor(validity time.Duration, hosts ...string) (certPEM, keyPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("devcerts: a peer certificate needs at least one host")
+	}
+	return ca.forHosts(validity, hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) forHosts(validity time.Duration, hosts []string, usage ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: hosts[0]},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -39,7 +39,7 @@ set for one machine (make run).`,
   beaconctl certs server --dir ca --host ipamd.beacon-system.svc
   beaconctl certs issue --dir ca --role announcer --tenant c1 --name node-7`,
 	}
-	cmd.AddCommand(newCertsCACommand(), newCertsIssueCommand(), newCertsServerCommand(), newCertsDevCommand())
+	cmd.AddCommand(newCertsCACommand(), newCertsIssueCommand(), newCertsServerCommand(), newCertsDevCommand(), newCertsDeployCommand())
 	return cmd
 }
 

@@ -150,9 +150,9 @@ spec:
 	}
 }
 
-// TestBeaconManifests checks deploy/k8s/beacon (the IPAM, the gateway and
-// the announcers) against the API server's validation, as kustomize
-// renders it. The images are placeholders: nothing runs.
+// TestBeaconManifests checks deploy/k8s/beacon (the IPAM, the gateway, the
+// announcers and the adapter) against the API server's validation, as
+// kustomize renders it; internal/manifests checks the overlays.
 func TestBeaconManifests(t *testing.T) {
 	ctx := context.Background()
 	root, err := testenv.RepoRoot()
@@ -161,6 +161,11 @@ func TestBeaconManifests(t *testing.T) {
 	}
 	dir := filepath.Join(root, "deploy", "k8s", "beacon")
 	if _, err := cluster.Kubectl(ctx, "", "apply", "-f", filepath.Join(root, "deploy", "k8s", "adapter", "namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// The base includes the adapter, whose Role for BGP password Secrets
+	// lives in MetalLB's namespace.
+	if _, err := cluster.Kubectl(ctx, "", "create", "namespace", "metallb-system"); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
 		t.Fatal(err)
 	}
 	out, err := cluster.Kubectl(ctx, "", "apply", "--dry-run=server", "-k", dir)

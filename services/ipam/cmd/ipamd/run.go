@@ -64,7 +64,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	meter := tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam")
 	var tokens access.Tokens
 	if cfg.KubeAnnouncers != "" {
-		kc, err := tokenreview.LoadConfig(cfg.KubeAnnouncers)
+		kc, err := tokenreview.LoadConfig(cfg.KubeAnnouncers, os.Getenv)
 		if err != nil {
 			return err
 		}

@@ -51,12 +51,27 @@ type Cluster struct {
 var ErrConfig = errors.New("tokenreview: invalid configuration")
 
 // LoadConfig reads and checks a --kube-announcers file (YAML or JSON).
-func LoadConfig(path string) (Config, error) {
+// ${NAME} in it is replaced by getenv(NAME) first, so that a manifest can
+// fill in values it holds elsewhere (deploy/k8s passes the tenant from the
+// ConfigMap beacon-config as BEACON_KUBE_TENANT); a name getenv does not
+// know is an error.
+func LoadConfig(path string, getenv func(string) string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("kube announcers: %w", err)
 	}
-	return ParseConfig(b)
+	var missing []string
+	expanded := os.Expand(string(b), func(name string) string {
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return Config{}, fmt.Errorf("%w: %s: no value for %s in the environment", ErrConfig, path, strings.Join(missing, ", "))
+	}
+	return ParseConfig([]byte(expanded))
 }
 
 // ParseConfig parses and checks a --kube-announcers file's content.

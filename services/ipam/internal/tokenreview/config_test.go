@@ -3,6 +3,8 @@ package tokenreview
 import (
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,5 +101,32 @@ func TestParseClaims(t *testing.T) {
 		if ok != tt.wantOK || got != tt.want {
 			t.Errorf("parseClaims(%q) = %v, %v; want %v, %v", tt.token, got, ok, tt.want, tt.wantOK)
 		}
+	}
+}
+
+func TestLoadConfigExpandsEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clusters.yaml")
+	const file = `clusters:
+- name: local
+  tenant: ${BEACON_KUBE_TENANT}
+  server: https://kubernetes.default.svc
+  caFile: /ca.crt
+  tokenFile: /token
+  serviceAccounts: [beacon-system/beacon-announcer]
+`
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"BEACON_KUBE_TENANT": "c1"}
+	c, err := LoadConfig(path, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Clusters[0].Tenant; got != "c1" {
+		t.Errorf("tenant = %q, want c1 from the environment", got)
+	}
+	_, err = LoadConfig(path, func(string) string { return "" })
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "BEACON_KUBE_TENANT") {
+		t.Errorf("without the variable: %v, want ErrConfig naming BEACON_KUBE_TENANT", err)
 	}
 }
