@@ -145,6 +145,8 @@ func runKills(t *testing.T, bin string, args []string, n, kills int) {
 				inflight[r].Add(1)
 				var ok bool
 				switch p := rng.IntN(10); {
+				case o.releasing:
+					ok = led.release(cctx, conns[r], o)
 				case !o.addr.IsValid() || p < 4:
 					ok = led.allocate(cctx, conns[r], o)
 				case p < 8:
@@ -222,6 +224,13 @@ type owner struct {
 	// unsure: a call's outcome is unknown (an error that is no answer), so
 	// it may hold an address it was not told of.
 	unsure bool
+	// releasing: a Release got no answer. It may still be on its way (a
+	// call sent to a replica just before its deadline runs there after the
+	// caller gave up), and land after a later Allocate was answered with
+	// the same allocation: the owner would then hold nothing while told it
+	// holds the address. A careful client does what this one does: it
+	// sends the Release again until it gets an answer, then goes on.
+	releasing bool
 }
 
 // ledger checks every answer against the answers before it.
@@ -296,10 +305,11 @@ func (l *ledger) release(ctx context.Context, c ipamv1.AllocationServiceClient, 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if code := status.Code(err); err == nil || code == codes.NotFound {
-		o.unsure = false
+		o.unsure, o.releasing = false, false
 		l.codes["Release "+code.String()]++
 		return true
 	}
+	o.releasing = true
 	l.codes["Release "+status.Code(err).String()]++
 	return false
 }
