@@ -1,0 +1,439 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/beaconlb/beacon/services/announcer/netlab"
+	"github.com/beaconlb/beacon/tests/integration/e2e"
+)
+
+// chainBGPBar is how long the client may go without an answer when the
+// node serving it loses its announcer: the killed announcerd's BGP session
+// closes (FIN from the kernel), FRR withdraws its path at once and
+// forwards to the others. A second, for a machine under load.
+const chainBGPBar = time.Second
+
+// chainManifests are what a user applies: MetalLB's resources for FRR and
+// a LoadBalancer Service (dual-stack would need a dual-stack service CIDR:
+// IPv4 only here).
+const chainManifests = `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: web, namespace: metallb-system}
+spec:
+  addresses: ["203.0.113.0/28"]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: frr, namespace: metallb-system}
+spec: {myASN: 64512, peerASN: 64512, peerAddress: 192.0.2.1, holdTime: 3s, keepaliveTime: 1s, connectTime: 1s}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: web, namespace: metallb-system}
+spec:
+  ipAddressPools: [web]
+  communities: ["65000:300"]
+  localPref: 150
+`
+
+func chainService(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: default}
+spec:
+  type: LoadBalancer
+  ports: [{port: 8080}]
+`, name)
+}
+
+// TestWholeChain runs the production shape in network namespaces: a
+// 3-member etcd cluster, two IPAM replicas on it, a real kube-apiserver
+// (with its own etcd, as a cluster has) and the k8s-adapter, three
+// announcers in node namespaces peering with FRR, and a client that
+// reaches the Service's address through FRR. Then it breaks things and
+// checks what FRR and the client see (see docs/reliability.md).
+func TestWholeChain(t *testing.T) {
+	requireLab(t, netlab.FRRBgpd, netlab.FRRZebra, "vtysh")
+	etcdBin := requireEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bin := binDir(t)
+	c := newCluster(t, e2e.Options{Nodes: 3, Replicas: 2, EtcdBin: etcdBin, EtcdMembers: 3})
+	frr, err := c.StartFRR(ctx, e2e.NodeASN, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// FRR forwards the client's packets to the nodes (and sends no
+	// redirects that would let the client bypass it).
+	for _, s := range []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0"} {
+		if _, err := frr.Host().Run(ctx, "sysctl", "-qw", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kube, err := e2e.StartKube(ctx, c.Ctl, filepath.Join(c.Lab.Dir(), "kube"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, err := filepath.Abs("../../deploy/k8s/crds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.Kubectl(ctx, "apply", "-f", crds); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
+		t.Fatal(err)
+	}
+	var nodes strings.Builder
+	nodes.WriteString("apiVersion: v1\nkind: Namespace\nmetadata: {name: metallb-system}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: beacon-system}\n")
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&nodes, "---\napiVersion: v1\nkind: Node\nmetadata: {name: %s}\n", n.Name)
+	}
+	must(t, kube.Apply(ctx, "cluster", nodes.String()))
+	replicas := e2e.ReplicaAddr(0).String() + "," + e2e.ReplicaAddr(1).String()
+	must(t, kube.StartAdapter(bin, e2e.Tenant, replicas))
+
+	// Every node serves TCP 8080 on any local address, answering its name;
+	// the client routes the pool through FRR.
+	for _, n := range c.Nodes {
+		serveName(t, n)
+	}
+	if _, err := c.Client.Run(ctx, "ip", "route", "add", "203.0.113.0/28", "via", e2e.FRRAddr4.String()); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. kubectl apply: the address in the Service's status, in FRR's
+	// table from every node with the advertisement's attributes, answered.
+	start := time.Now()
+	must(t, kube.Apply(ctx, "metallb", chainManifests))
+	must(t, kube.Apply(ctx, "web", chainService("web")))
+	vip := waitIngress(ctx, t, kube, "web")
+	t.Logf("step 1: web got %s %v after apply", vip, time.Since(start).Round(time.Millisecond))
+	for _, n := range c.Nodes {
+		if _, err := n.Host.Run(ctx, "ip", "addr", "add", vip.String()+"/32", "dev", "lo"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefix := e2e.HostPrefix(vip)
+	all := []netip.Addr{e2e.NodeAddr4(0), e2e.NodeAddr4(1), e2e.NodeAddr4(2)}
+	if err := e2e.WaitNextHops(ctx, frr, prefix, 30*time.Second, all...); err != nil {
+		t.Fatal(err)
+	}
+	p, err := netlab.WaitPath(ctx, frr, prefix, 5*time.Second, func(p netlab.Path) error {
+		if p.LocalPref != 150 || !containsStr(p.Communities, "65000:300") {
+			return fmt.Errorf("path %s: want local-pref 150 and community 65000:300", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("step 1: FRR has %s", p)
+	served, err := reach(ctx, c, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("step 1: the client reaches %s through FRR, served by %s", vip, served)
+
+	prober := startTCPProber(c, netip.AddrPortFrom(vip, 8080), 10*time.Millisecond)
+	defer prober.Stop()
+
+	// 2. Kill the IPAM replica the adapter and announcers use (both, one
+	// after the other): nothing FRR or the client sees changes, and the
+	// adapter keeps giving addresses.
+	for _, r := range []int{0, 1} {
+		watch := e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, all...)
+		from := time.Now()
+		c.ReplicaProc(r).Kill()
+		svc := fmt.Sprintf("replica%d-down", r)
+		must(t, kube.Apply(ctx, svc, chainService(svc)))
+		got := waitIngress(ctx, t, kube, svc)
+		if got == vip {
+			t.Errorf("step 2: %s got %s, web's address", svc, got)
+		}
+		t.Logf("step 2: with replica %d killed, %s got %s after %v", r, svc, got, time.Since(from).Round(time.Millisecond))
+		// Wake the old one: it serves again, and nothing moves either.
+		must(t, c.StartReplica(ctx, r))
+		checkSteady(ctx, t, fmt.Sprintf("step 2 (replica %d)", r), watch, prober, from, 3*time.Second)
+	}
+
+	// 3. Kill the etcd leader (two of three members remain): the same.
+	leader, err := c.EtcdLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, all...)
+	from := time.Now()
+	c.EtcdMember(leader).Kill()
+	must(t, kube.Apply(ctx, "etcd-down", chainService("etcd-down")))
+	got := waitIngress(ctx, t, kube, "etcd-down")
+	t.Logf("step 3: with etcd member %d (the leader) killed, etcd-down got %s after %v", leader, got, time.Since(from).Round(time.Millisecond))
+	checkSteady(ctx, t, "step 3", watch, prober, from, 3*time.Second)
+	// Wake it: it rejoins, and nothing moves either.
+	watch = e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, all...)
+	from = time.Now()
+	must(t, c.RestartEtcdMember(ctx, leader))
+	must(t, kube.Apply(ctx, "etcd-back", chainService("etcd-back")))
+	got = waitIngress(ctx, t, kube, "etcd-back")
+	t.Logf("step 3: etcd member %d back; etcd-back got %s after %v", leader, got, time.Since(from).Round(time.Millisecond))
+	checkSteady(ctx, t, "step 3 (member back)", watch, prober, from, time.Second)
+
+	// 4. Kill the announcer of the node serving the client: FRR drops its
+	// path, the client is served by another node within the bar; restart
+	// it: its path comes back and the others' never leave.
+	victim := c.NodeByName(served)
+	var rest []netip.Addr
+	for _, a := range all {
+		if a != e2e.NodeAddr4(victim.Index) {
+			rest = append(rest, a)
+		}
+	}
+	others := e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, rest...) // records polls without exactly rest: expected while the victim is up
+	from = time.Now()
+	victim.Kill()
+	if err := e2e.WaitNextHops(ctx, frr, prefix, 10*time.Second, rest...); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn := time.Since(from)
+	now, err := reach(ctx, c, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == served {
+		t.Errorf("step 4: still served by %s after its announcer died", now)
+	}
+	gap := prober.LongestGap(from, time.Now())
+	t.Logf("step 4: %s killed: FRR dropped its path after %v; client outage %v; now served by %s", victim.Name, withdrawn.Round(time.Millisecond), gap.Round(time.Millisecond), now)
+	if gap > chainBGPBar {
+		t.Errorf("step 4: the client went %v without an answer, over the %v bar", gap, chainBGPBar)
+	}
+	back := time.Now()
+	must(t, victim.Start(ctx))
+	if err := e2e.WaitNextHops(ctx, frr, prefix, 20*time.Second, all...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("step 4: %s restarted: its path is back after %v", victim.Name, time.Since(back).Round(time.Millisecond))
+	_, missed := others.Stop()
+	for _, m := range missed {
+		// Allowed: the victim's path too (before the kill and after the
+		// restart). Not allowed: a survivor's path missing.
+		for _, a := range rest {
+			if !strings.Contains(m, a.String()) {
+				t.Errorf("step 4: %s lost its path while %s restarted: %s", a, victim.Name, m)
+			}
+		}
+	}
+	if gap := prober.LongestGap(back, time.Now()); gap > chainBGPBar {
+		t.Errorf("step 4: the client went %v without an answer while %s came back", gap, victim.Name)
+	}
+
+	// 5. Delete the Service: FRR withdraws the route, the client gets no
+	// answer, and the address is free again: a new Service gets it.
+	prober.Stop()
+	deleted := time.Now()
+	if _, err := kube.Kubectl(ctx, "delete", "service", "web", "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	err = netlab.Eventually(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		out, err := kube.Kubectl(ctx, "get", "services", "-n", "default", "-o", "name")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, "service/web\n") {
+			return errors.New("service web still there (the adapter's finalizer)")
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range 3 {
+			st, serr := c.EtcdMemberStatus(ctx, i)
+			t.Logf("etcd member %d: %+v %v", i, st, serr)
+		}
+		rz, rerr := kube.Kubectl(ctx, "get", "--raw", "/readyz?verbose")
+		t.Logf("readyz: %s %v", rz, rerr)
+		t.Fatalf("step 5: %v\nadapter:\n%s", err, kube.Adapter().Tail(300))
+	}
+	t.Logf("step 5: web gone %v after kubectl delete", time.Since(deleted).Round(time.Millisecond))
+	if err := netlab.WaitNoPath(ctx, frr, prefix, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reach(ctx, c, vip); err == nil {
+		t.Error("step 5: the client still reaches the deleted Service's address")
+	}
+	must(t, kube.Apply(ctx, "again", chainService("again")))
+	if again := waitIngress(ctx, t, kube, "again"); again != vip {
+		t.Errorf("step 5: a new Service got %s, want the released %s (the lowest free)", again, vip)
+	}
+	t.Logf("step 5: web deleted: route withdrawn, %s given to the next Service", vip)
+}
+
+// checkSteady stops watch and fails the test if FRR's paths ever differed
+// from all nodes, or if the client went longer than bar without an answer
+// since from.
+func checkSteady(ctx context.Context, t *testing.T, step string, watch *e2e.PathWatch, prober *tcpProber, from time.Time, settle time.Duration) {
+	t.Helper()
+	// Keep watching a little past the fault, for late effects.
+	select {
+	case <-ctx.Done():
+	case <-time.After(settle):
+	}
+	polls, missed := watch.Stop()
+	if len(missed) > 0 {
+		t.Errorf("%s: FRR's paths changed in %d of %d polls: %v", step, len(missed), polls, missed)
+	}
+	gap := prober.LongestGap(from, time.Now())
+	t.Logf("%s: %d FRR polls unchanged, client's longest gap %v", step, polls-len(missed), gap.Round(time.Millisecond))
+	if gap > chainBGPBar {
+		t.Errorf("%s: the client went %v without an answer", step, gap)
+	}
+}
+
+// waitIngress waits until Service name has one address in its status.
+func waitIngress(ctx context.Context, t *testing.T, kube *e2e.Kube, name string) netip.Addr {
+	t.Helper()
+	var addr netip.Addr
+	err := netlab.Eventually(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		ips, err := kube.ServiceIngress(ctx, "default", name)
+		if err != nil {
+			return err
+		}
+		if len(ips) != 1 {
+			return fmt.Errorf("service %s: ingress %v", name, ips)
+		}
+		addr, err = netip.ParseAddr(ips[0])
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%v\nadapter:\n%s", err, kube.Adapter().Tail(30))
+	}
+	return addr
+}
+
+// serveName listens on TCP 8080 in n's namespace (any local address) and
+// answers each connection with the node's name, until the test ends.
+func serveName(t *testing.T, n *e2e.Node) {
+	t.Helper()
+	var l net.Listener
+	err := e2e.InNamespace(n.Host.NS, func() error {
+		var err error
+		l, err = net.Listen("tcp", ":8080")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, n.Name)
+			_ = conn.Close()
+		}
+	}()
+}
+
+// reach connects from the client to addr:8080 and returns the name of the
+// node that answered.
+func reach(ctx context.Context, c *e2e.Cluster, addr netip.Addr) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := e2e.DialerIn(c.Client.NS)(cctx, netip.AddrPortFrom(addr, 8080).String())
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		return "", err
+	}
+	if len(b) == 0 {
+		return "", errors.New("empty answer")
+	}
+	return string(b), nil
+}
+
+// tcpProber connects from the client to a target every interval and
+// records when an answer came.
+type tcpProber struct {
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	mu       sync.Mutex
+	answers  []time.Time
+}
+
+func startTCPProber(c *e2e.Cluster, target netip.AddrPort, interval time.Duration) *tcpProber {
+	p := &tcpProber{stop: make(chan struct{}), done: make(chan struct{})}
+	dial := e2e.DialerIn(c.Client.NS)
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+			conn, err := dial(ctx, target.String())
+			cancel()
+			if err == nil {
+				_ = conn.SetDeadline(time.Now().Add(250 * time.Millisecond))
+				if b, err := io.ReadAll(conn); err == nil && len(b) > 0 {
+					p.mu.Lock()
+					p.answers = append(p.answers, time.Now())
+					p.mu.Unlock()
+				}
+				_ = conn.Close()
+			}
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return p
+}
+
+// Stop ends the probes (again: nothing).
+func (p *tcpProber) Stop() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// LongestGap is the longest time between answers (or from `from` to the
+// first, or from the last to `to`) within [from, to].
+func (p *tcpProber) LongestGap(from, to time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gap time.Duration
+	last := from
+	for _, a := range p.answers {
+		if a.Before(from) || a.After(to) {
+			continue
+		}
+		gap = max(gap, a.Sub(last))
+		last = a
+	}
+	return max(gap, to.Sub(last))
+}
+
+func containsStr(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
