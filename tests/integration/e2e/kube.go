@@ -204,8 +204,11 @@ func (c *Cluster) EtcdMemberStatus(ctx context.Context, i int) (EtcdStatus, erro
 		} `json:"header"`
 		Leader string `json:"leader"`
 	}
-	if err := json.Unmarshal(body, &st); err != nil || st.Leader == "" {
-		return EtcdStatus{}, fmt.Errorf("e2e: etcd member %d status: %v: %s", i, err, strings.TrimSpace(string(body)))
+	if err := json.Unmarshal(body, &st); err != nil {
+		return EtcdStatus{}, fmt.Errorf("e2e: etcd member %d status: %w: %s", i, err, strings.TrimSpace(string(body)))
+	}
+	if st.Leader == "" {
+		return EtcdStatus{}, fmt.Errorf("e2e: etcd member %d knows no leader: %s", i, strings.TrimSpace(string(body)))
 	}
 	return EtcdStatus{MemberID: st.Header.MemberID, Leader: st.Leader}, nil
 }
