@@ -26,6 +26,10 @@ import (
 // forwards to the others. A second, for a machine under load.
 const chainBGPBar = time.Second
 
+// chainL2Bar is the L2 failover bar of the design: another node answers
+// ARP for the address within a second of its owner's announcer dying.
+const chainL2Bar = time.Second
+
 // chainManifests are what a user applies: MetalLB's resources for FRR and
 // a LoadBalancer Service (dual-stack would need a dual-stack service CIDR:
 // IPv4 only here).
@@ -47,6 +51,13 @@ spec:
   ipAddressPools: [web]
   communities: ["65000:300"]
   localPref: 150
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: web, namespace: metallb-system}
+spec:
+  ipAddressPools: [web]
+  interfaces: [eth0]
 `
 
 func chainService(name string) string {
@@ -111,9 +122,17 @@ func TestWholeChain(t *testing.T) {
 	}
 
 	// Every node serves TCP 8080 on any local address, answering its name;
-	// the client routes the pool through FRR.
+	// the client routes the pool through FRR. The nodes' kernels answer ARP
+	// only for eth0's own addresses (arp_ignore=1, as kube-proxy's IPVS
+	// mode asks), so that the Service's address, on every node's lo, is
+	// answered on the segment by the announcer that owns it alone.
 	for _, n := range c.Nodes {
 		serveName(t, n)
+		for _, s := range []string{"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.eth0.arp_ignore=1"} {
+			if _, err := n.Host.Run(ctx, "sysctl", "-qw", s); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if _, err := c.Client.Run(ctx, "ip", "route", "add", "203.0.113.0/28", "via", e2e.FRRAddr4.String()); err != nil {
 		t.Fatal(err)
@@ -151,9 +170,32 @@ func TestWholeChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("step 1: the client reaches %s through FRR, served by %s", vip, served)
+	owner, err := c.WaitL2Owner(ctx, 10*time.Second, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macs, err := c.Arping(ctx, vip, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(macs) == 0 {
+		t.Fatalf("step 1: nothing answers ARP for %s on the segment", vip)
+	}
+	for _, m := range macs {
+		if m.String() != owner.MAC.String() {
+			t.Errorf("step 1: ARP for %s answered by %s, want only the owner %s (%s)", vip, m, owner.Name, owner.MAC)
+		}
+	}
+	t.Logf("step 1: %s answered on the segment by %s (%s) alone", vip, owner.Name, owner.MAC)
 
 	prober := startTCPProber(c, netip.AddrPortFrom(vip, 8080), 10*time.Millisecond)
 	defer prober.Stop()
+	arp, err := c.StartARPProber(vip, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = arp.Stop() }()
+	l2 := &l2Watch{arp: arp, owner: owner}
 
 	// 2. Kill the IPAM replica the adapter and announcers use (both, one
 	// after the other): nothing FRR or the client sees changes, and the
@@ -171,7 +213,7 @@ func TestWholeChain(t *testing.T) {
 		t.Logf("step 2: with replica %d killed, %s got %s after %v", r, svc, got, time.Since(from).Round(time.Millisecond))
 		// Wake the old one: it serves again, and nothing moves either.
 		must(t, c.StartReplica(ctx, r))
-		checkSteady(ctx, t, fmt.Sprintf("step 2 (replica %d)", r), watch, prober, from, 3*time.Second)
+		checkSteady(ctx, t, fmt.Sprintf("step 2 (replica %d)", r), watch, prober, l2, from, 3*time.Second)
 	}
 
 	// 3. Kill the etcd leader (two of three members remain): the same.
@@ -185,7 +227,7 @@ func TestWholeChain(t *testing.T) {
 	must(t, kube.Apply(ctx, "etcd-down", chainService("etcd-down")))
 	got := waitIngress(ctx, t, kube, "etcd-down")
 	t.Logf("step 3: with etcd member %d (the leader) killed, etcd-down got %s after %v", leader, got, time.Since(from).Round(time.Millisecond))
-	checkSteady(ctx, t, "step 3", watch, prober, from, 3*time.Second)
+	checkSteady(ctx, t, "step 3", watch, prober, l2, from, 3*time.Second)
 	// Wake it: it rejoins, and nothing moves either.
 	watch = e2e.WatchPaths(ctx, frr, prefix, 50*time.Millisecond, all...)
 	from = time.Now()
@@ -193,12 +235,14 @@ func TestWholeChain(t *testing.T) {
 	must(t, kube.Apply(ctx, "etcd-back", chainService("etcd-back")))
 	got = waitIngress(ctx, t, kube, "etcd-back")
 	t.Logf("step 3: etcd member %d back; etcd-back got %s after %v", leader, got, time.Since(from).Round(time.Millisecond))
-	checkSteady(ctx, t, "step 3 (member back)", watch, prober, from, time.Second)
+	checkSteady(ctx, t, "step 3 (member back)", watch, prober, l2, from, time.Second)
 
-	// 4. Kill the announcer of the node serving the client: FRR drops its
-	// path, the client is served by another node within the bar; restart
-	// it: its path comes back and the others' never leave.
-	victim := c.NodeByName(served)
+	// 4. Kill the announcer of the node that owns the address on the
+	// segment: another node answers ARP within the L2 bar, FRR drops the
+	// victim's path and the client (if that node served it) is served by
+	// another within the BGP bar; restart it: its path comes back and the
+	// others' never leave.
+	victim := owner
 	var rest []netip.Addr
 	for _, a := range all {
 		if a != e2e.NodeAddr4(victim.Index) {
@@ -216,8 +260,26 @@ func TestWholeChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now == served {
+	if now == victim.Name {
 		t.Errorf("step 4: still served by %s after its announcer died", now)
+	}
+	newOwner, err := c.WaitL2Owner(ctx, 10*time.Second, vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newOwner == victim {
+		t.Fatalf("step 4: %s still reported as the L2 owner", victim.Name)
+	}
+	var moved time.Duration
+	for _, r := range arp.Replies() {
+		if r.At.After(from) && r.MAC.String() == newOwner.MAC.String() {
+			moved = r.At.Sub(from)
+			break
+		}
+	}
+	t.Logf("step 4: ARP for %s answered by %s %v after %s's announcer was killed (served before: %s)", vip, newOwner.Name, moved.Round(time.Millisecond), victim.Name, served)
+	if moved == 0 || moved > chainL2Bar {
+		t.Errorf("step 4: L2 failover took %v (0: never), over the %v bar", moved, chainL2Bar)
 	}
 	gap := prober.LongestGap(from, time.Now())
 	t.Logf("step 4: %s killed: FRR dropped its path after %v; client outage %v; now served by %s", victim.Name, withdrawn.Round(time.Millisecond), gap.Round(time.Millisecond), now)
@@ -361,7 +423,7 @@ func waitGone(ctx context.Context, t *testing.T, kube *e2e.Kube, names ...string
 // checkSteady stops watch and fails the test if FRR's paths ever differed
 // from all nodes, or if the client went longer than bar without an answer
 // since from.
-func checkSteady(ctx context.Context, t *testing.T, step string, watch *e2e.PathWatch, prober *tcpProber, from time.Time, settle time.Duration) {
+func checkSteady(ctx context.Context, t *testing.T, step string, watch *e2e.PathWatch, prober *tcpProber, l2 *l2Watch, from time.Time, settle time.Duration) {
 	t.Helper()
 	// Keep watching a little past the fault, for late effects.
 	select {
@@ -377,6 +439,22 @@ func checkSteady(ctx context.Context, t *testing.T, step string, watch *e2e.Path
 	if gap > chainBGPBar {
 		t.Errorf("%s: the client went %v without an answer", step, gap)
 	}
+	to := time.Now()
+	if macs := l2.arp.MACsBetween(from, to); len(macs) != 1 || macs[0] != l2.owner.MAC.String() {
+		t.Errorf("%s: ARP answered by %v, want only %s (%s)", step, macs, l2.owner.Name, l2.owner.MAC)
+	}
+	l2gap := l2.arp.LongestGap(l2.owner.MAC, from, to)
+	t.Logf("%s: ARP answered by %s alone, longest gap %v", step, l2.owner.Name, l2gap.Round(time.Millisecond))
+	if l2gap > chainL2Bar {
+		t.Errorf("%s: %s did not answer ARP for %v", step, l2.owner.Name, l2gap)
+	}
+}
+
+// l2Watch is the ARP prober on the segment and the node expected to
+// answer it.
+type l2Watch struct {
+	arp   *e2e.ARPProber
+	owner *e2e.Node
 }
 
 // waitIngress waits until Service name has one address in its status.
