@@ -351,9 +351,83 @@ func TestWholeChain(t *testing.T) {
 		t.Error("step 6: the client still reaches the deleted Service's address")
 	}
 	must(t, kube.Apply(ctx, "again", chainService("again")))
-	if again := waitIngress(ctx, t, kube, "again"); again != vip {
+	again := waitIngress(ctx, t, kube, "again")
+	if again != vip {
 		t.Errorf("step 6: a new Service got %s, want the released %s (the lowest free)", again, vip)
 	}
+
+	// 7. Drain the L2 owner of the new Service's address with beaconctl
+	// (through the gateway): another node answers ARP before FRR loses the
+	// drained node's path (make before break), ARP never goes unanswered,
+	// the client is never cut off; undrain: its path comes back.
+	if err := e2e.WaitNextHops(ctx, frr, e2e.HostPrefix(again), 20*time.Second, all...); err != nil {
+		t.Fatal(err)
+	}
+	drained, err := c.WaitL2Owner(ctx, 10*time.Second, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arp7, err := c.StartARPProber(again, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = arp7.Stop() }()
+	prober = startTCPProber(c, netip.AddrPortFrom(again, 8080), 10*time.Millisecond)
+	defer prober.Stop()
+	if err := netlab.Eventually(ctx, 10*time.Second, 10*time.Millisecond, func(context.Context) error {
+		if arp7.LastFrom(drained.MAC).IsZero() || prober.LongestGap(time.Now().Add(-50*time.Millisecond), time.Now()) >= 50*time.Millisecond {
+			return errors.New("probers not answered yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var remaining []netip.Addr
+	for _, a := range all {
+		if a != e2e.NodeAddr4(drained.Index) {
+			remaining = append(remaining, a)
+		}
+	}
+	from = time.Now()
+	if out, err := gw.Beaconctl(ctx, bin, "announcer", "drain", drained.Name, "--tenant", e2e.Tenant); err != nil {
+		t.Fatalf("step 7: %v: %s", err, out)
+	}
+	if err := e2e.WaitNextHops(ctx, frr, e2e.HostPrefix(again), 10*time.Second, remaining...); err != nil {
+		t.Fatal(err)
+	}
+	withdrawnAt := time.Now()
+	successor, err := c.WaitL2Owner(ctx, 10*time.Second, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if successor == drained {
+		t.Fatalf("step 7: %s still owns %s after its drain", drained.Name, again)
+	}
+	var movedAt time.Time
+	for _, r := range arp7.Replies() {
+		if r.At.After(from) && r.MAC.String() == successor.MAC.String() {
+			movedAt = r.At
+			break
+		}
+	}
+	if movedAt.IsZero() || movedAt.After(withdrawnAt) {
+		t.Errorf("step 7: %s answered ARP at %v, FRR had lost %s's path by %v: not make before break", successor.Name, movedAt.Format("15:04:05.000"), drained.Name, withdrawnAt.Format("15:04:05.000"))
+	}
+	to := time.Now()
+	arpGap := anyGap(arp7.Replies(), from, to)
+	tcpGap := prober.LongestGap(from, to)
+	t.Logf("step 7: %s drained: ARP answered by %s %v after, FRR without its path by %v; longest ARP gap %v, client's %v",
+		drained.Name, successor.Name, movedAt.Sub(from).Round(time.Millisecond), withdrawnAt.Sub(from).Round(time.Millisecond), arpGap.Round(time.Millisecond), tcpGap.Round(time.Millisecond))
+	if arpGap > chainL2Bar || tcpGap > chainBGPBar {
+		t.Errorf("step 7: a drain cut the address off: ARP gap %v, client gap %v", arpGap, tcpGap)
+	}
+	if out, err := gw.Beaconctl(ctx, bin, "announcer", "undrain", drained.Name, "--tenant", e2e.Tenant); err != nil {
+		t.Fatalf("step 7: %v: %s", err, out)
+	}
+	if err := e2e.WaitNextHops(ctx, frr, e2e.HostPrefix(again), 20*time.Second, all...); err != nil {
+		t.Fatal(err)
+	}
+	prober.Stop()
 
 	// At the end the IPAM (read through the gateway) holds exactly the
 	// remaining Services' addresses, each once, owned by that Service.
@@ -364,6 +438,20 @@ func TestWholeChain(t *testing.T) {
 	if diff := cmp.Diff(want, gatewayOwners(ctx, t, gw)); diff != "" {
 		t.Errorf("the IPAM's allocations differ from the Services' addresses (-Services +IPAM):\n%s", diff)
 	}
+}
+
+// anyGap is the longest time in [from, to] without an ARP reply from any
+// node.
+func anyGap(replies []e2e.ARPReply, from, to time.Time) time.Duration {
+	last, gap := from, time.Duration(0)
+	for _, r := range replies {
+		if r.At.Before(from) || r.At.After(to) {
+			continue
+		}
+		gap = max(gap, r.At.Sub(last))
+		last = r.At
+	}
+	return max(gap, to.Sub(last))
 }
 
 // gatewayOwners lists the tenant's allocations through the gateway's REST

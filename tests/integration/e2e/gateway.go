@@ -25,6 +25,8 @@ const GatewayAddr = "127.0.0.1:7443"
 // token: what users and the console call.
 type Gateway struct {
 	proc   *netlab.Proc
+	host   *netlab.Host
+	caFile string
 	token  string
 	client *http.Client
 }
@@ -44,7 +46,7 @@ func StartGateway(ctx context.Context, h *netlab.Host, bin, ipam, dir string) (*
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{proc: p}
+	g := &Gateway{proc: p, host: h, caFile: filepath.Join(certs, "ca.pem")}
 	dial := DialerIn(h.NS)
 	err = netlab.Eventually(ctx, 60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
@@ -99,6 +101,13 @@ func (g *Gateway) Get(ctx context.Context, path string) ([]byte, error) {
 		return body, fmt.Errorf("e2e: gateway GET %s: %s: %s", path, resp.Status, body)
 	}
 	return body, nil
+}
+
+// Beaconctl runs bin/beaconctl in the gateway's namespace against it, as
+// the bootstrap admin, and returns its output.
+func (g *Gateway) Beaconctl(ctx context.Context, bin string, args ...string) (string, error) {
+	return g.host.Run(ctx, filepath.Join(bin, "beaconctl"),
+		append([]string{"--server", GatewayAddr, "--ca", g.caFile, "--token", g.token}, args...)...)
 }
 
 // Proc is gatewayd's process.
