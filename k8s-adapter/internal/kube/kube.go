@@ -292,8 +292,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.broadcaster.Shutdown()
 	}()
 
+	// Run returns with ctx still alive when leadership is lost: the
+	// informers' context must end first (defers run last-in first-out), or
+	// factory.Shutdown waits for them forever and the process never exits.
+	ctx, cancel := context.WithCancel(ctx)
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
+	defer cancel()
 	synced := []cache.InformerSynced{c.services.HasSynced, c.namespaces.HasSynced, c.slices.HasSynced}
 	if c.metallb != nil {
 		c.metallb.start(ctx)

@@ -13,6 +13,9 @@ var binaries = map[string]string{
 	"ipamd":      "github.com/beaconlb/beacon/services/ipam/cmd/ipamd",
 	"announcerd": "github.com/beaconlb/beacon/services/announcer/cmd/announcerd",
 	"beaconctl":  "github.com/beaconlb/beacon/beaconctl",
+	// For TestWholeChain.
+	"gatewayd":    "github.com/beaconlb/beacon/services/gateway/cmd/gatewayd",
+	"k8s-adapter": "github.com/beaconlb/beacon/k8s-adapter/cmd/k8s-adapter",
 }
 
 var (
@@ -21,7 +24,8 @@ var (
 	buildErr  error
 )
 
-// Binaries returns the directory holding ipamd, announcerd and beaconctl:
+// Binaries returns the directory holding ipamd, announcerd, beaconctl,
+// gatewayd and k8s-adapter:
 // $BEACON_BIN when set (`make test-integration` builds them into bin/),
 // else a temporary directory they are built into, once per process, with
 // the go command (which needs the repository's go.work: run from inside

@@ -85,13 +85,29 @@ type Options struct {
 	Replicas int
 	// EtcdBin is the etcd binary (see EtcdBinary), for Replicas > 1.
 	EtcdBin string
+	// EtcdMembers is how many members the shared etcd of Replicas > 1
+	// has (0 or 1: one); member i serves clients on EtcdMemberURL(i) in
+	// the ctl namespace, and every replica is given all of them.
+	EtcdMembers int
 	// Logf receives a line per step worth knowing (nil: discarded).
 	Logf func(format string, args ...any)
 }
 
-// etcdClientURL is where the shared etcd of a Cluster with several
-// replicas serves, on the ctl namespace's own loopback.
-const etcdClientURL = "http://127.0.0.1:2379"
+// EtcdMemberURL is where member i of the shared etcd of a Cluster with
+// several replicas serves clients, on the ctl namespace's own loopback:
+// port 2379 + 10·i.
+func EtcdMemberURL(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 2379+10*i) }
+
+func etcdPeerURL(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 2380+10*i) }
+
+// EtcdEndpoints is every member's client URL, comma-separated.
+func (c *Cluster) EtcdEndpoints() string {
+	urls := make([]string, len(c.etcd))
+	for i := range urls {
+		urls[i] = EtcdMemberURL(i)
+	}
+	return strings.Join(urls, ",")
+}
 
 // ReplicaAddr is where ipamd replica i listens: IPAMAddr's address, port
 // 7400 + 10·i.
@@ -124,6 +140,7 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	ipamd []*netlab.Proc // one per replica
+	etcd  []*netlab.Proc // the shared etcd's members (Replicas > 1)
 }
 
 // Node is one node: a namespace with eth0 on the data segment and eth1 on
@@ -297,7 +314,7 @@ func (c *Cluster) StartReplica(ctx context.Context, i int) error {
 	}
 	health := c.health
 	if len(c.replicaHealth) > 0 {
-		argv = append(argv, "--etcd-endpoints", etcdClientURL)
+		argv = append(argv, "--etcd-endpoints", c.EtcdEndpoints())
 		health = c.replicaHealth[i]
 	} else {
 		argv = append(argv, "--data-dir", c.dataDir)
@@ -334,28 +351,99 @@ func (c *Cluster) StartReplica(ctx context.Context, i int) error {
 	return nil
 }
 
-// startEtcd starts the etcd that several replicas share, in the ctl
-// namespace, and waits until it accepts connections.
+// startEtcd starts the etcd that several replicas share (EtcdMembers
+// members), in the ctl namespace, and waits until each accepts
+// connections.
 func (c *Cluster) startEtcd(ctx context.Context) error {
 	if c.opts.EtcdBin == "" {
 		return errors.New("e2e: Options.Replicas > 1 needs Options.EtcdBin")
 	}
-	p, err := c.Ctl.Start("etcd", append([]string{c.opts.EtcdBin},
-		EtcdArgs(filepath.Join(c.Lab.Dir(), "etcd-data"), etcdClientURL, "http://127.0.0.1:2380")...), nil)
-	if err != nil {
-		return err
+	n := max(c.opts.EtcdMembers, 1)
+	c.etcd = make([]*netlab.Proc, n)
+	for i := range n {
+		if err := c.execEtcd(i, "new"); err != nil {
+			return err
+		}
 	}
 	dial := DialerIn(c.Ctl.NS)
-	return netlab.Eventually(ctx, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("e2e: etcd exited (%w): %s", err, p.Tail(20))
-		}
-		conn, err := dial(ctx, strings.TrimPrefix(etcdClientURL, "http://"))
+	for i, p := range c.etcd {
+		err := netlab.Eventually(ctx, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("e2e: etcd member %d exited (%w): %s", i, err, p.Tail(20))
+			}
+			conn, err := dial(ctx, strings.TrimPrefix(EtcdMemberURL(i), "http://"))
+			if err != nil {
+				return err
+			}
+			return conn.Close()
+		})
 		if err != nil {
 			return err
 		}
-		return conn.Close()
+	}
+	return nil
+}
+
+// execEtcd starts member i of the shared etcd with its data in the lab
+// and the given --initial-cluster-state ("new", or "existing" for a member
+// restarted on its data).
+func (c *Cluster) execEtcd(i int, state string) error {
+	var initial []string
+	for j := range c.etcd {
+		initial = append(initial, fmt.Sprintf("etcd%d=%s", j, etcdPeerURL(j)))
+	}
+	args := EtcdArgs(filepath.Join(c.Lab.Dir(), fmt.Sprintf("etcd%d-data", i)), EtcdMemberURL(i), etcdPeerURL(i))
+	// EtcdArgs makes a one-member cluster: name this member and list them
+	// all.
+	args[1] = fmt.Sprintf("etcd%d", i)
+	for j := range args {
+		if args[j] == "--initial-cluster" {
+			args[j+1] = strings.Join(initial, ",")
+		}
+	}
+	args = append(args, "--initial-cluster-state", state)
+	name := "etcd"
+	if len(c.etcd) > 1 {
+		name = fmt.Sprintf("etcd%d", i)
+	}
+	p, err := c.Ctl.Start(name, append([]string{c.opts.EtcdBin}, args...), nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.etcd[i] = p
+	c.mu.Unlock()
+	return nil
+}
+
+// RestartEtcdMember starts member i of the shared etcd again on its data
+// (after EtcdMember(i).Kill) and waits until it says who leads.
+func (c *Cluster) RestartEtcdMember(ctx context.Context, i int) error {
+	if err := c.execEtcd(i, "existing"); err != nil {
+		return err
+	}
+	p := c.EtcdMember(i)
+	return netlab.Eventually(ctx, 30*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("e2e: etcd member %d exited (%w): %s", i, err, p.Tail(20))
+		}
+		_, err := c.EtcdMemberStatus(ctx, i)
+		return err
 	})
+}
+
+// EtcdMember is member i of the shared etcd (Replicas > 1).
+func (c *Cluster) EtcdMember(i int) *netlab.Proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.etcd[i]
+}
+
+// ReplicaProc is ipamd replica i's current process.
+func (c *Cluster) ReplicaProc(i int) *netlab.Proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ipamd[i]
 }
 
 // StopIPAMD sends ipamd (replica 0) SIGTERM and waits for it to exit; it

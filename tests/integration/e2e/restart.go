@@ -314,6 +314,11 @@ func (c *Cluster) restartReplica(ctx context.Context, i int, kill bool) (int, er
 
 // withheld reads the node's beacon_announcer_l2_withheld counters (all
 // families) from its announcerd's metrics.
+// Withheld is how many L2 replies the node's announcerd has withheld so
+// far (beacon_announcer_l2_withheld, summed): replies it did not send
+// because its right to answer had lapsed.
+func (n *Node) Withheld(ctx context.Context) (int, error) { return n.withheld(ctx) }
+
 func (n *Node) withheld(ctx context.Context) (int, error) {
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return DialerIn(n.Host.NS)(ctx, addr)
