@@ -6,43 +6,25 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"reflect"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
 )
 
 type announcerService struct {
 	ipamv1.UnsafeAnnouncerServiceServer
 	s *Server
 }
-
-// nodeLeaseTTL bounds how long a node stays registered after its replica
-// dies without revoking (etcd counts whole seconds; 2 s is its practical
-// minimum). A live replica revokes at once when the session ends.
-const nodeLeaseTTL = 2 * time.Second
-
-// nodeLeaseGrace is how long past the node lease's known life a session
-// goes on trying to keep it alive before it gives up (see
-// store.Lease.KeepAlive): long enough for an etcd leader election.
-const nodeLeaseGrace = 2 * nodeLeaseTTL
-
-// errNodeEnded marks a session that the announcer's side ended: its stream
-// was closed or its connection broke. An announcer gives up its L2 rights
-// before it closes its stream, and a dead one answers nothing, so its
-// addresses may move at once.
-var errNodeEnded = errors.New("the announcer ended its stream")
 
 // nodeNameRule is the rule validNodeName checks, for error messages.
 const nodeNameRule = "must be a node name: a DNS subdomain of at most 253 characters, dot-separated parts of 1-63 lower-case letters, digits and '-' that start and end with a letter or digit"
@@ -91,274 +73,96 @@ func interfacesFromProto(fes *ipam.FieldErrors, field string, in []*ipamv1.Netwo
 }
 
 func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
-	const method = "Subscribe"
 	ctx := stream.Context()
 	if a.s.hub == nil || a.s.leaser == nil {
 		return status.Error(codes.Unimplemented, "this server does not serve announcers")
 	}
-	first, err := stream.Recv()
+	cfg := subscription.Config{
+		Leaser: a.s.leaser, Feed: hubFeed{a.s.hub}, Heartbeat: a.s.heartbeat,
+		Stopping: a.s.stopping, Logger: a.s.logger,
+	}
+	err := subscription.New(cfg, &announcerStream{s: a.s, stream: stream}).Run(ctx)
+	return toStatus(ctx, a.s.logger, "Subscribe", err)
+}
+
+// hubFeed feeds sessions their plans from the fleet's hub.
+type hubFeed struct{ hub *fleet.Hub }
+
+func (f hubFeed) Subscribe(tenant, node string) (subscription.Plans, func()) {
+	sess := f.hub.Attach(tenant, node)
+	return sess, func() { f.hub.Detach(sess) }
+}
+
+// announcerStream converts the messages of a Subscribe stream to and from
+// a session's, validating what the announcer sends.
+type announcerStream struct {
+	s       *Server
+	stream  ipamv1.AnnouncerService_SubscribeServer
+	started bool // the first message was received
+}
+
+func (a *announcerStream) Recv() (subscription.Message, error) {
+	msg, err := a.stream.Recv()
 	if err != nil {
-		return err
+		return subscription.Message{}, err
 	}
-	hello := first.GetHello()
 	var fes ipam.FieldErrors
-	if hello == nil {
-		fes.Add("hello", "the first message must be a hello")
-		return toStatus(ctx, a.s.logger, method, fes)
+	var out subscription.Message
+	first := !a.started
+	a.started = true
+	if first {
+		// Only the first message may be a hello, and it must be (the
+		// session checks that); a later one is ignored.
+		if hello := msg.GetHello(); hello != nil {
+			out.Hello = helloFromProto(&fes, hello)
+		}
+		return out, fes.Err()
 	}
-	tenant := parseParent(&fes, "hello.parent", hello.GetParent(), false)
+	switch b := msg.GetBody().(type) {
+	case *ipamv1.SubscribeRequest_Heartbeat:
+		out.Heartbeat = &subscription.Heartbeat{Sequence: b.Heartbeat.GetSequence()}
+	case *ipamv1.SubscribeRequest_Status:
+		announced, sessions := statusFromProto(b.Status)
+		conflicts := conflictsFromProto(&fes, "status.conflicts", b.Status.GetConflicts())
+		out.Status = &subscription.Status{Announced: announced, Sessions: sessions, Conflicts: conflicts}
+	case *ipamv1.SubscribeRequest_Interfaces:
+		out.Interfaces = &subscription.Interfaces{List: interfacesFromProto(&fes, "interfaces.interfaces", b.Interfaces.GetInterfaces())}
+	}
+	return out, fes.Err()
+}
+
+// helloFromProto validates a hello: the node's registration.
+func helloFromProto(fes *ipam.FieldErrors, hello *ipamv1.SubscribeHello) *ipam.Node {
+	tenant := parseParent(fes, "hello.parent", hello.GetParent(), false)
 	if !validNodeName(hello.GetNode()) {
 		fes.Add("hello.node", "must be 1-253 lower-case letters, digits, '-' and '.'")
 	}
-	labelsOK(&fes, "hello.labels", hello.GetLabels())
-	node := &ipam.Node{
-		Tenant: tenant, Name: hello.GetNode(), Labels: hello.GetLabels(), Live: true,
-		Interfaces:  interfacesFromProto(&fes, "hello.interfaces", hello.GetInterfaces()),
-		ConnectTime: time.Now(),
+	labelsOK(fes, "hello.labels", hello.GetLabels())
+	return &ipam.Node{
+		Tenant: tenant, Name: hello.GetNode(), Labels: hello.GetLabels(),
+		Interfaces: interfacesFromProto(fes, "hello.interfaces", hello.GetInterfaces()),
 	}
-	if err := fes.Err(); err != nil {
-		return toStatus(ctx, a.s.logger, method, err)
-	}
-	lease, err := a.s.leaser.GrantLease(ctx, nodeLeaseTTL)
-	if err != nil {
-		return toStatus(ctx, a.s.logger, method, err)
-	}
-	granted := newRights(2*a.s.heartbeat, lease)
-	var ended error // why the session ended, once it has
-	defer func() {
-		select {
-		case <-a.s.stopping:
-			a.s.logger.InfoContext(ctx, "replica stopping: node lease left to expire unless the announcer reconnects", "node", node.Name, "ttl", nodeLeaseTTL)
-			return
-		default:
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		// The stream's own context ends when the announcer cancels its
-		// call or its connection closes (a killed process's kernel closes
-		// it): the node ended the session.
-		if !errors.Is(ended, errNodeEnded) && ctx.Err() == nil {
-			// The node may still be answering on the rights it was
-			// granted: its addresses move only once they have ended. A
-			// node that closed its own stream gave its rights up first.
-			granted.wait(rctx)
-		}
-		if err := lease.Revoke(rctx); err != nil {
-			a.s.logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", node.Name, "error", err)
-		}
-	}()
-	ref := ipam.Ref{Kind: ipam.KindNode, ID: tenant + "/" + node.Name}
-	var nodeMu sync.Mutex
-	publish := func(ctx context.Context) error {
-		nodeMu.Lock()
-		defer nodeMu.Unlock()
-		_, err := lease.Put(ctx, ref, node)
-		return err
-	}
-	if err := publish(ctx); err != nil {
-		return toStatus(ctx, a.s.logger, method, err)
-	}
-	sess := a.s.hub.Attach(tenant, node.Name)
-	defer a.s.hub.Detach(sess)
-	a.s.logger.InfoContext(ctx, "announcer subscribed", "tenant", tenant, "node", node.Name)
+}
 
-	g, gctx := errgroup.WithContext(ctx)
-	beats := make(chan struct{}, 1)
-	hb := durationpb.New(a.s.heartbeat)
-	var sendMu sync.Mutex
-	send := func(resp *ipamv1.SubscribeResponse) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(resp)
+func (a *announcerStream) SendUpdate(u subscription.Update) error {
+	resp := &ipamv1.SubscribeResponse{HeartbeatInterval: durationpb.New(a.s.heartbeat), ResumeToken: "s"}
+	known := func(addr netip.Addr) bool {
+		return a.s.fleet != nil && a.s.fleet.Known(u.Tenant, u.Node, addr)
 	}
-	g.Go(func() error {
-		// Through an etcd election the lease is kept, not given up: the
-		// node's rights stop at what is known of the lease's life (see
-		// rights), and resume with the same registration once etcd answers,
-		// so no address moves. Ending the session instead would revoke the
-		// registration and move the node's addresses.
-		if err := lease.KeepAlive(gctx, nodeLeaseGrace); err != nil {
-			return fmt.Errorf("node lease: %w", err)
-		}
-		return nil
-	})
-	// Status and interface reports are written only when they change, and
-	// at most once per reportInterval per node: a node cannot make the
-	// IPAM write to etcd faster than that.
-	dirty := make(chan struct{}, 1)
-	markDirty := func() {
-		select {
-		case dirty <- struct{}{}:
-		default:
-		}
+	if u.Snapshot != nil {
+		resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(u.Tenant, u.Snapshot, known)}
+	} else {
+		resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(u.Tenant, u.Change, known)}
 	}
-	g.Go(func() error {
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-dirty:
-			}
-			if err := publish(gctx); err != nil {
-				// etcd is out of reach (an election, most often): the
-				// report is written once it answers again. A lost lease
-				// ends the session through KeepAlive, not here.
-				if gctx.Err() != nil {
-					return nil
-				}
-				a.s.logger.WarnContext(gctx, "writing the node's report failed; retrying", "tenant", tenant, "node", node.Name, "error", err)
-				markDirty()
-			}
-			t.Reset(reportInterval)
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	})
-	var lastSeq atomic.Uint64 // the newest numbered heartbeat received
-	g.Go(func() error {
-		select {
-		case <-gctx.Done():
-			return nil
-		case <-a.s.stopping:
-		}
-		// The lease is left to expire: nobody moves the node's addresses
-		// before it does, so the node may answer until then, through a
-		// restart of this replica that is over before it.
-		if seq := lastSeq.Load(); seq > 0 {
-			d := granted.farewell(time.Now())
-			a.s.logger.InfoContext(ctx, "replica stopping: granting the node its L2 right until its lease may expire", "node", node.Name, "right", d)
-			_ = send(&ipamv1.SubscribeResponse{HeartbeatInterval: hb, HeartbeatAck: &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(d)}})
-		}
-		return errStopping
-	})
-	g.Go(func() error { // heartbeat watchdog
-		limit := 3 * a.s.heartbeat
-		t := time.NewTimer(limit)
-		defer t.Stop()
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-beats:
-				t.Reset(limit)
-			case <-t.C:
-				return status.Errorf(codes.DeadlineExceeded, "no heartbeat for %s", limit)
-			}
-		}
-	})
-	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
-	g.Go(func() error {          // what the announcer sends
-		for {
-			msg, err := stream.Recv()
-			if err != nil {
-				return fmt.Errorf("%w: %w", errNodeEnded, err)
-			}
-			select {
-			case beats <- struct{}{}:
-			default:
-			}
-			switch b := msg.GetBody().(type) {
-			case *ipamv1.SubscribeRequest_Heartbeat:
-				if seq := b.Heartbeat.GetSequence(); seq > 0 {
-					lastSeq.Store(seq)
-					select { // replace an older one not yet sent
-					case <-acks:
-					default:
-					}
-					acks <- seq
-				}
-			case *ipamv1.SubscribeRequest_Status:
-				announced, sessions := statusFromProto(b.Status)
-				var fes ipam.FieldErrors
-				conflicts := conflictsFromProto(&fes, "status.conflicts", b.Status.GetConflicts())
-				if err := fes.Err(); err != nil {
-					return toStatus(gctx, a.s.logger, method, err)
-				}
-				nodeMu.Lock()
-				changed := !reflect.DeepEqual(node.Announced, announced) || !reflect.DeepEqual(node.Sessions, sessions) ||
-					!reflect.DeepEqual(node.Conflicts, conflicts)
-				node.Announced, node.Sessions, node.Conflicts = announced, sessions, conflicts
-				nodeMu.Unlock()
-				if changed {
-					markDirty()
-				}
-			case *ipamv1.SubscribeRequest_Interfaces:
-				var fes ipam.FieldErrors
-				itfs := interfacesFromProto(&fes, "interfaces.interfaces", b.Interfaces.GetInterfaces())
-				if err := fes.Err(); err != nil {
-					return toStatus(gctx, a.s.logger, method, err)
-				}
-				nodeMu.Lock()
-				changed := !reflect.DeepEqual(node.Interfaces, itfs)
-				node.Interfaces = itfs
-				nodeMu.Unlock()
-				if changed {
-					markDirty()
-				}
-			}
-		}
-	})
-	g.Go(func() error { // what the announcer is sent
-		for {
-			snap, delta, ok := sess.Next(gctx)
-			if !ok {
-				return nil
-			}
-			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb, ResumeToken: "s"}
-			known := func(addr netip.Addr) bool {
-				return a.s.fleet != nil && a.s.fleet.Known(tenant, node.Name, addr)
-			}
-			if snap != nil {
-				resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(tenant, snap, known)}
-			} else {
-				resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(tenant, delta, known)}
-			}
-			if err := send(resp); err != nil {
-				return err
-			}
-		}
-	})
-	g.Go(func() error { // heartbeats, and the acknowledgements that grant L2 rights
-		t := time.NewTicker(a.s.heartbeat)
-		defer t.Stop()
-		for {
-			resp := &ipamv1.SubscribeResponse{HeartbeatInterval: hb}
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-			case seq := <-acks:
-				// Sent after every plan message before it on the stream:
-				// the right covers what the node was sent so far.
-				resp.HeartbeatAck = &ipamv1.HeartbeatAck{Sequence: seq, ValidFor: durationpb.New(granted.grant(time.Now()))}
-			}
-			if err := send(resp); err != nil {
-				return err
-			}
-		}
-	})
-	// The session ends when any part of it does. Not g.Wait: the receiver
-	// blocks in Recv, and an announcer that hangs with its connection up
-	// (the very case the watchdog is for) never unblocks it, while one that
-	// keeps sending heartbeats would keep it looping; either way the session
-	// would outlive its lease and stay registered nowhere. Returning ends the
-	// stream, which ends the receiver's Recv.
-	<-gctx.Done()
-	err = context.Cause(gctx)
-	ended = err
-	a.s.logger.InfoContext(ctx, "announcer session ended", "tenant", tenant, "node", node.Name, "reason", err)
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, errNodeEnded) {
-		return nil
+	return a.stream.Send(resp)
+}
+
+func (a *announcerStream) SendHeartbeat(ack *subscription.Ack) error {
+	resp := &ipamv1.SubscribeResponse{HeartbeatInterval: durationpb.New(a.s.heartbeat)}
+	if ack != nil {
+		resp.HeartbeatAck = &ipamv1.HeartbeatAck{Sequence: ack.Sequence, ValidFor: durationpb.New(ack.ValidFor)}
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return toStatus(ctx, a.s.logger, method, err)
+	return a.stream.Send(resp)
 }
 
 func statusFromProto(st *ipamv1.AnnouncerStatus) ([]ipam.AnnouncedAddr, []ipam.SessionStatus) {
@@ -408,10 +212,6 @@ func conflictsFromProto(fes *ipam.FieldErrors, field string, in []*ipamv1.Addres
 	}
 	return out
 }
-
-// reportInterval is the shortest time between two writes of one node's
-// status and interface reports.
-const reportInterval = 250 * time.Millisecond
 
 func peerName(tenant, id string) string { return configName(tenant, "bgpPeers", id) }
 
