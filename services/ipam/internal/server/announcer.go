@@ -72,6 +72,8 @@ func interfacesFromProto(fes *ipam.FieldErrors, field string, in []*ipamv1.Netwo
 	return out
 }
 
+// Subscribe runs an announcer's session (see package subscription) over
+// the stream, and turns how it ended into the stream's status.
 func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
 	ctx := stream.Context()
 	if a.s.hub == nil || a.s.leaser == nil {
