@@ -19,6 +19,7 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
 )
 
 // Writer is what the handlers need to change state.
@@ -61,19 +62,10 @@ type Creations interface {
 }
 
 // NodeLease ties an announcer's registration to its session.
-type NodeLease interface {
-	KeepAlive(ctx context.Context, grace time.Duration) error
-	// AliveUntil is a time before which the lease cannot have expired
-	// unless revoked.
-	AliveUntil() time.Time
-	Revoke(ctx context.Context) error
-	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
-}
+type NodeLease = subscription.Lease
 
 // Leaser grants node leases.
-type Leaser interface {
-	GrantLease(ctx context.Context, ttl time.Duration) (NodeLease, error)
-}
+type Leaser = subscription.Leaser
 
 // Deps are what the server's handlers use.
 type Deps struct {
@@ -127,7 +119,7 @@ func (s *Server) SetPageKey(key []byte) { s.pages.key = key }
 // StopStreams ends every long-lived stream (announcer sessions, allocation
 // watches) with UNAVAILABLE, so that a graceful stop of the gRPC server
 // does not wait for them until its deadline. Announcer sessions ended this
-// way leave their node leases to expire (after nodeLeaseTTL) instead of
+// way leave their node leases to expire (after subscription.NodeLeaseTTL) instead of
 // revoking them: an announcer that reconnects first, to another replica or
 // to this one restarted, keeps its registration and its addresses, so a
 // planned restart moves nothing. Call it when the server starts stopping.

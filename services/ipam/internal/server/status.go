@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
 )
 
 // errorDomain is the ErrorInfo domain of Beacon's IPAM errors.
@@ -70,6 +71,12 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 		return status.Error(codes.Canceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	// How an announcer session ends on this side (the text is the
+	// session's own, for the announcer).
+	case errors.Is(err, subscription.ErrStopping):
+		return errStopping
+	case errors.Is(err, subscription.ErrNoHeartbeat):
+		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	for _, m := range codeOf {
 		if !errors.Is(err, m.err) {

@@ -1,0 +1,437 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+)
+
+// NodeLeaseTTL bounds how long a node stays registered after its replica
+// dies without revoking (etcd counts whole seconds; 2 s is its practical
+// minimum). A live replica revokes at once when the session ends.
+const NodeLeaseTTL = 2 * time.Second
+
+// nodeLeaseGrace is how long past the node lease's known life a session
+// goes on trying to keep it alive before it gives up (see
+// store.Lease.KeepAlive): long enough for an etcd leader election.
+const nodeLeaseGrace = 2 * NodeLeaseTTL
+
+// ReportInterval is the shortest time between two writes of one node's
+// status and interface reports.
+const ReportInterval = 250 * time.Millisecond
+
+var (
+	// ErrNodeEnded marks a session that the announcer's side ended: its
+	// stream was closed or its connection broke. An announcer gives up its
+	// L2 rights before it closes its stream, and a dead one answers
+	// nothing, so its addresses may move at once. Run returns nil then.
+	ErrNodeEnded = errors.New("the announcer ended its stream")
+	// ErrStopping ends the sessions of a replica that is stopping.
+	ErrStopping = errors.New("this IPAM replica is stopping: reconnect")
+	// ErrNoHeartbeat ends the session of an announcer that sent nothing
+	// for three heartbeat intervals.
+	ErrNoHeartbeat = errors.New("no heartbeat")
+)
+
+// Lease ties a node's registration to its session.
+type Lease interface {
+	// KeepAlive keeps the lease alive until ctx is done, going on for up
+	// to grace past its known life while etcd does not answer.
+	KeepAlive(ctx context.Context, grace time.Duration) error
+	// AliveUntil is a time before which the lease cannot have expired
+	// unless revoked.
+	AliveUntil() time.Time
+	Revoke(ctx context.Context) error
+	// Put writes a value under the lease: the node's registration and
+	// its reports.
+	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
+}
+
+// Leaser grants node leases.
+type Leaser interface {
+	GrantLease(ctx context.Context, ttl time.Duration) (Lease, error)
+}
+
+// Plans yields one node's plan as it changes.
+type Plans interface {
+	// Next blocks until the node's plan differs from what it was sent,
+	// and returns either the whole plan (the first time) or the change;
+	// ok is false when ctx is done.
+	Next(ctx context.Context) (snapshot *ipam.NodePlan, change *planner.Delta, ok bool)
+}
+
+// Feed hands subscribed nodes their plans.
+type Feed interface {
+	// Subscribe attaches a node; detach forgets it.
+	Subscribe(tenant, node string) (plans Plans, detach func())
+}
+
+// Message is one message of the announcer, converted and validated by the
+// stream. Exactly one field is set, or none for a message of a kind this
+// replica does not know (it still counts as a sign of life).
+type Message struct {
+	// Hello is the first message: the node's registration (Tenant, Name,
+	// Labels and Interfaces).
+	Hello *ipam.Node
+	// Heartbeat is a heartbeat; a numbered one is acknowledged.
+	Heartbeat *Heartbeat
+	// Status is the node's status report.
+	Status *Status
+	// Interfaces is the node's interface report.
+	Interfaces *Interfaces
+}
+
+// Heartbeat is a sign of life; a Sequence above 0 asks for an Ack.
+type Heartbeat struct{ Sequence uint64 }
+
+// Status is what a node reports it announces, its BGP sessions, and the
+// L2 conflicts it sees.
+type Status struct {
+	Announced []ipam.AnnouncedAddr
+	Sessions  []ipam.SessionStatus
+	Conflicts []ipam.AddrConflict
+}
+
+// Interfaces is a node's report of its network interfaces.
+type Interfaces struct{ List []ipam.Interface }
+
+// Update is one plan message to the node: its whole plan (Snapshot, the
+// first time) or a change.
+type Update struct {
+	Tenant, Node string
+	Snapshot     *ipam.NodePlan
+	Change       *planner.Delta
+}
+
+// Ack acknowledges a numbered heartbeat and grants the node its L2 right
+// for ValidFor from when it sent it (see HeartbeatAck in the API).
+type Ack struct {
+	Sequence uint64
+	ValidFor time.Duration
+}
+
+// Stream is the announcer's end of the session.
+type Stream interface {
+	// Recv returns the announcer's next message. An error that is an
+	// ipam.FieldErrors or *ipam.FieldError (an invalid message) ends the
+	// session with it; any other error means the announcer ended its
+	// stream.
+	Recv() (Message, error)
+	// SendUpdate sends a plan message.
+	SendUpdate(u Update) error
+	// SendHeartbeat sends a heartbeat, acknowledging one of the node's
+	// if ack is not nil.
+	SendHeartbeat(ack *Ack) error
+}
+
+// Config is what sessions share.
+type Config struct {
+	Leaser Leaser
+	Feed   Feed
+	// Heartbeat is how often announcers must send heartbeats, and how
+	// often they are sent one; three missed end the session.
+	Heartbeat time.Duration
+	// Stopping is closed when the replica stops: sessions end with
+	// ErrStopping and leave their leases to expire.
+	Stopping <-chan struct{}
+	Logger   *slog.Logger
+}
+
+// Session is one announcer's session.
+type Session struct {
+	cfg    Config
+	stream Stream
+
+	sendMu sync.Mutex
+
+	nodeMu sync.Mutex
+	node   *ipam.Node // the registration, as last reported
+}
+
+// New returns a session over a stream; Run runs it.
+func New(cfg Config, stream Stream) *Session {
+	return &Session{cfg: cfg, stream: stream}
+}
+
+// Run runs the session until it ends: its error is why, or nil when the
+// announcer ended it (its stream closed or its connection broke) or ctx
+// was canceled. Run returns without waiting for the Recv it may still be
+// blocked in: that one returns when the caller ends the stream, which it
+// must do once Run returns. An announcer that hangs with its connection up
+// (the very case the watchdog is for) never unblocks it, while one that
+// keeps sending heartbeats would keep it looping; either way the session
+// would outlive its lease and stay registered nowhere.
+func (s *Session) Run(ctx context.Context) error {
+	first, err := s.stream.Recv()
+	if err != nil {
+		if invalid(err) {
+			return err
+		}
+		s.cfg.Logger.InfoContext(ctx, "announcer ended its stream before its hello", "reason", err)
+		return nil
+	}
+	if first.Hello == nil {
+		var fes ipam.FieldErrors
+		fes.Add("hello", "the first message must be a hello")
+		return fes
+	}
+	h := first.Hello
+	s.node = &ipam.Node{Tenant: h.Tenant, Name: h.Name, Labels: h.Labels, Interfaces: h.Interfaces, Live: true, ConnectTime: time.Now()}
+	lease, err := s.cfg.Leaser.GrantLease(ctx, NodeLeaseTTL)
+	if err != nil {
+		return err
+	}
+	granted := newRights(2*s.cfg.Heartbeat, lease)
+	var ended error // why the session ended, once it has
+	defer func() { s.release(ctx, lease, granted, ended) }()
+	if err := s.publish(ctx, lease); err != nil {
+		return err
+	}
+	plans, detach := s.cfg.Feed.Subscribe(s.node.Tenant, s.node.Name)
+	defer detach()
+	s.cfg.Logger.InfoContext(ctx, "announcer subscribed", "tenant", s.node.Tenant, "node", s.node.Name)
+
+	g, gctx := errgroup.WithContext(ctx)
+	beats := make(chan struct{}, 1)
+	dirty := make(chan struct{}, 1)
+	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
+	var lastSeq atomic.Uint64    // the newest numbered heartbeat received
+	g.Go(func() error {
+		// Through an etcd election the lease is kept, not given up: the
+		// node's rights stop at what is known of the lease's life (see
+		// rights), and resume with the same registration once etcd
+		// answers, so no address moves. Ending the session instead would
+		// revoke the registration and move the node's addresses.
+		if err := lease.KeepAlive(gctx, nodeLeaseGrace); err != nil {
+			return fmt.Errorf("node lease: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return s.writeReports(gctx, lease, dirty) })
+	g.Go(func() error { return s.farewell(gctx, granted, &lastSeq) })
+	g.Go(func() error { return s.watchdog(gctx, beats) })
+	g.Go(func() error { return s.receive(beats, dirty, acks, &lastSeq) })
+	g.Go(func() error { return s.sendPlans(gctx, plans) })
+	g.Go(func() error { return s.sendHeartbeats(gctx, granted, acks) })
+	// The session ends when any part of it does. Not g.Wait: see Run's
+	// doc comment.
+	<-gctx.Done()
+	ended = context.Cause(gctx)
+	s.cfg.Logger.InfoContext(ctx, "announcer session ended", "tenant", s.node.Tenant, "node", s.node.Name, "reason", ended)
+	if errors.Is(ended, context.Canceled) || errors.Is(ended, ErrNodeEnded) {
+		return nil
+	}
+	return ended
+}
+
+// release ends the node's registration: the lease is revoked, after the
+// last L2 right granted has run out unless the node ended the session
+// itself, or left to expire when the replica is stopping.
+func (s *Session) release(ctx context.Context, lease Lease, granted *rights, ended error) {
+	select {
+	case <-s.cfg.Stopping:
+		s.cfg.Logger.InfoContext(ctx, "replica stopping: node lease left to expire unless the announcer reconnects", "node", s.node.Name, "ttl", NodeLeaseTTL)
+		return
+	default:
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	// ctx ends when the announcer cancels its call or its connection
+	// closes (a killed process's kernel closes it): the node ended the
+	// session.
+	if !errors.Is(ended, ErrNodeEnded) && ctx.Err() == nil {
+		// The node may still be answering on the rights it was granted:
+		// its addresses move only once they have ended. A node that closed
+		// its own stream gave its rights up first.
+		granted.wait(rctx)
+	}
+	if err := lease.Revoke(rctx); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", s.node.Name, "error", err)
+	}
+}
+
+// publish writes the node's registration, with its latest reports.
+func (s *Session) publish(ctx context.Context, lease Lease) error {
+	s.nodeMu.Lock()
+	defer s.nodeMu.Unlock()
+	_, err := lease.Put(ctx, ipam.Ref{Kind: ipam.KindNode, ID: s.node.Tenant + "/" + s.node.Name}, s.node)
+	return err
+}
+
+// markDirty asks writeReports to write the registration.
+func markDirty(dirty chan<- struct{}) {
+	select {
+	case dirty <- struct{}{}:
+	default:
+	}
+}
+
+// writeReports writes status and interface reports when they change, and
+// at most once per ReportInterval: a node cannot make the IPAM write to
+// etcd faster than that. A failed write is retried, not session-ending.
+func (s *Session) writeReports(ctx context.Context, lease Lease, dirty chan struct{}) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-dirty:
+		}
+		if err := s.publish(ctx, lease); err != nil {
+			// etcd is out of reach (an election, most often): the report
+			// is written once it answers again. A lost lease ends the
+			// session through KeepAlive, not here.
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.cfg.Logger.WarnContext(ctx, "writing the node's report failed; retrying", "tenant", s.node.Tenant, "node", s.node.Name, "error", err)
+			markDirty(dirty)
+		}
+		t.Reset(ReportInterval)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// farewell ends the session when the replica stops. The lease is left to
+// expire: nobody moves the node's addresses before it does, so the node
+// may answer until then, through a restart of this replica that is over
+// before it.
+func (s *Session) farewell(ctx context.Context, granted *rights, lastSeq *atomic.Uint64) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.cfg.Stopping:
+	}
+	if seq := lastSeq.Load(); seq > 0 {
+		d := granted.farewell(time.Now())
+		s.cfg.Logger.InfoContext(ctx, "replica stopping: granting the node its L2 right until its lease may expire", "node", s.node.Name, "right", d)
+		_ = s.send(func() error { return s.stream.SendHeartbeat(&Ack{Sequence: seq, ValidFor: d}) })
+	}
+	return ErrStopping
+}
+
+// watchdog ends the session when nothing came for three heartbeats.
+func (s *Session) watchdog(ctx context.Context, beats <-chan struct{}) error {
+	limit := 3 * s.cfg.Heartbeat
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-beats:
+			t.Reset(limit)
+		case <-t.C:
+			return fmt.Errorf("%w for %s", ErrNoHeartbeat, limit)
+		}
+	}
+}
+
+// invalid reports whether err is a validation error of a message.
+func invalid(err error) bool {
+	var fes ipam.FieldErrors
+	var fe *ipam.FieldError
+	return errors.As(err, &fes) || errors.As(err, &fe)
+}
+
+// receive handles what the announcer sends until its stream ends.
+func (s *Session) receive(beats, dirty chan struct{}, acks chan uint64, lastSeq *atomic.Uint64) error {
+	for {
+		msg, err := s.stream.Recv()
+		if err != nil {
+			if invalid(err) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", ErrNodeEnded, err)
+		}
+		select {
+		case beats <- struct{}{}:
+		default:
+		}
+		changed := false
+		switch {
+		case msg.Heartbeat != nil:
+			if seq := msg.Heartbeat.Sequence; seq > 0 {
+				lastSeq.Store(seq)
+				select { // replace an older one not yet sent
+				case <-acks:
+				default:
+				}
+				acks <- seq
+			}
+		case msg.Status != nil:
+			st := msg.Status
+			s.nodeMu.Lock()
+			changed = !reflect.DeepEqual(s.node.Announced, st.Announced) || !reflect.DeepEqual(s.node.Sessions, st.Sessions) ||
+				!reflect.DeepEqual(s.node.Conflicts, st.Conflicts)
+			s.node.Announced, s.node.Sessions, s.node.Conflicts = st.Announced, st.Sessions, st.Conflicts
+			s.nodeMu.Unlock()
+		case msg.Interfaces != nil:
+			s.nodeMu.Lock()
+			changed = !reflect.DeepEqual(s.node.Interfaces, msg.Interfaces.List)
+			s.node.Interfaces = msg.Interfaces.List
+			s.nodeMu.Unlock()
+		}
+		if changed {
+			markDirty(dirty)
+		}
+	}
+}
+
+// send sends one message at a time on the stream.
+func (s *Session) send(fn func() error) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return fn()
+}
+
+// sendPlans streams the node its plan: a snapshot, then changes.
+func (s *Session) sendPlans(ctx context.Context, plans Plans) error {
+	for {
+		snap, delta, ok := plans.Next(ctx)
+		if !ok {
+			return nil
+		}
+		u := Update{Tenant: s.node.Tenant, Node: s.node.Name, Snapshot: snap, Change: delta}
+		if err := s.send(func() error { return s.stream.SendUpdate(u) }); err != nil {
+			return err
+		}
+	}
+}
+
+// sendHeartbeats sends a heartbeat every interval, and acknowledges the
+// node's numbered heartbeats, which grants it its L2 rights.
+func (s *Session) sendHeartbeats(ctx context.Context, granted *rights, acks <-chan uint64) error {
+	t := time.NewTicker(s.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		var ack *Ack
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case seq := <-acks:
+			// Sent after every plan message before it on the stream: the
+			// right covers what the node was sent so far.
+			ack = &Ack{Sequence: seq, ValidFor: granted.grant(time.Now())}
+		}
+		if err := s.send(func() error { return s.stream.SendHeartbeat(ack) }); err != nil {
+			return err
+		}
+	}
+}
