@@ -22,18 +22,19 @@ const (
 	Name Format = "name"
 )
 
-// Formats lists every format, in the order help texts show them.
-var Formats = []Format{Table, JSON, Name}
+// Formats returns every format, in the order help texts show them.
+func Formats() []Format { return []Format{Table, JSON, Name} }
 
 // ParseFormat parses the value of -o/--output.
 func ParseFormat(s string) (Format, error) {
-	for _, f := range Formats {
+	formats := Formats()
+	for _, f := range formats {
 		if strings.EqualFold(s, string(f)) {
 			return f, nil
 		}
 	}
-	names := make([]string, len(Formats))
-	for i, f := range Formats {
+	names := make([]string, len(formats))
+	for i, f := range formats {
 		names[i] = string(f)
 	}
 	return "", fmt.Errorf("unknown output format %q: use one of %s", s, strings.Join(names, ", "))

@@ -47,7 +47,7 @@ func TestExplain(t *testing.T) {
 			if r != tt.reason {
 				t.Errorf("reason %q, want %q", r, tt.reason)
 			}
-			if _, ok := reason.Meaning[r]; !ok {
+			if _, ok := reason.Meaning()[r]; !ok {
 				t.Errorf("reason %q is not in the table", r)
 			}
 			for _, s := range tt.says {

@@ -7,6 +7,8 @@
 // reason written anywhere else is a bug (TestTable checks the spelling).
 package reason
 
+import "maps"
+
 // Reasons on a Service's Events.
 const (
 	// IPAllocated: the Service was given its address, or kept the one its
@@ -103,8 +105,12 @@ const (
 	IPAMRefused = "IPAMRefused"
 )
 
-// Meaning is the table: every reason above and what it means.
-var Meaning = map[string]string{
+// Meaning returns the table: every reason above and what it means (a
+// copy: the caller owns it).
+func Meaning() map[string]string { return maps.Clone(meaning) }
+
+// meaning is the table Meaning hands out copies of.
+var meaning = map[string]string{
 	IPAllocated:            "the Service was given its address, or kept the one in its status",
 	IPChanged:              "the Service's address changed",
 	IPReleased:             "the Service's address was given back",

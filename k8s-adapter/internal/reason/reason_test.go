@@ -24,17 +24,17 @@ func TestTable(t *testing.T) {
 		for _, s := range g.Specs {
 			for _, n := range s.(*ast.ValueSpec).Names {
 				consts++
-				if _, ok := Meaning[n.Name]; !ok {
+				if _, ok := meaning[n.Name]; !ok {
 					t.Errorf("reason %s is not in the table", n.Name)
 				}
 			}
 		}
 	}
-	if consts != len(Meaning) {
-		t.Errorf("%d constants, %d reasons in the table", consts, len(Meaning))
+	if consts != len(meaning) {
+		t.Errorf("%d constants, %d reasons in the table", consts, len(meaning))
 	}
 	camel := regexp.MustCompile(`^[A-Z][a-z0-9]*(?:[A-Z]+[a-z0-9]*)*$`)
-	for r, m := range Meaning {
+	for r, m := range meaning {
 		if !camel.MatchString(r) {
 			t.Errorf("reason %q is not CamelCase", r)
 		}

@@ -196,7 +196,7 @@ func (g *Guard) refuseUnidentified(ctx context.Context, method string, err error
 
 // accessOf returns what c may do with method.
 func accessOf(c caller, method string) Access {
-	if r, ok := Table[method]; ok {
+	if r, ok := table[method]; ok {
 		return r.For(c.id.Role)
 	}
 	switch {
@@ -253,7 +253,7 @@ func refusalOf(err error) (codes.Code, string) {
 func (g *Guard) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		c, err := g.identify(ctx)
-		anonymous := err != nil && Anonymous[info.FullMethod] && errors.Is(err, errNoCredential)
+		anonymous := err != nil && anonymous[info.FullMethod] && errors.Is(err, errNoCredential)
 		if err != nil && !anonymous {
 			return nil, g.refuseUnidentified(ctx, info.FullMethod, err)
 		}

@@ -82,12 +82,12 @@ var (
 	adapter   = Rule{Adapter: Own}
 )
 
-// Table is the authorization table: full gRPC method name → the access of
+// table is the authorization table: full gRPC method name → the access of
 // adapters and announcers (gateway and admins: every method). Every method
 // of every service in beacon.ipam.v1 has a row (a test checks it against
 // the proto descriptors); a method without one is denied to all but the
 // gateway and admins.
-var Table = map[string]Rule{
+var table = map[string]Rule{
 	// Pools are shared by every tenant: an adapter reads those its tenant
 	// may draw from and manages only those that serve its tenant alone
 	// (the pools it imports from its cluster's IPAddressPools).
@@ -172,15 +172,15 @@ var Table = map[string]Rule{
 
 	// Bootstrap tokens are an admin's to make; trading one for a node
 	// certificate is open to callers with no credential at all (see
-	// Anonymous), since the token in the request is the credential.
+	// anonymous), since the token in the request is the credential.
 	"/beacon.ipam.v1.CertificateService/CreateBootstrapToken":  adminOnly,
 	"/beacon.ipam.v1.CertificateService/CreateNodeCertificate": adminOnly,
 }
 
-// Anonymous are the methods a caller that presents no credential (no
+// anonymous are the methods a caller that presents no credential (no
 // client certificate, no token) may call: their request carries its own
 // credential, which the method checks. A caller that does present one is
-// held to Table as usual.
-var Anonymous = map[string]bool{
+// held to table as usual.
+var anonymous = map[string]bool{
 	"/beacon.ipam.v1.CertificateService/CreateNodeCertificate": true,
 }

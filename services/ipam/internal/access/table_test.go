@@ -57,11 +57,11 @@ func TestTableCoversEveryMethod(t *testing.T) {
 	for _, md := range methods {
 		name := apimethods.FullMethod(md)
 		seen[name] = true
-		if _, ok := Table[name]; !ok {
+		if _, ok := table[name]; !ok {
 			t.Errorf("no row for %s", name)
 		}
 	}
-	for name := range Table {
+	for name := range table {
 		if !seen[name] {
 			t.Errorf("row %s names no method of %s", name, apimethods.APIPackage)
 		}
@@ -73,7 +73,7 @@ func TestTableMatchesSpec(t *testing.T) {
 	for _, md := range apimethods.Methods() {
 		name := apimethods.FullMethod(md)
 		for _, role := range roles {
-			if got, w := Table[name].For(role), want(name, role); got != w {
+			if got, w := table[name].For(role), want(name, role); got != w {
 				t.Errorf("%s for %s: %s, want %s", name, role, got, w)
 			}
 		}
