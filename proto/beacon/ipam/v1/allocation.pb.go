@@ -249,7 +249,8 @@ func (AllocationEvent_Type) EnumDescriptor() ([]byte, []int) {
 	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{18, 0}
 }
 
-// Allocation is the set of addresses held by one owner: one per family.
+// Allocation is the set of addresses held by one owner: one per family, or
+// address_count per family.
 type Allocation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resource name, "tenants/{tenant}/allocations/{allocation}". {allocation}
@@ -312,6 +313,13 @@ type Allocation struct {
 	// Output only. Conditions of the allocation's addresses, such as another
 	// host on the segment already using an L2 address (type "Conflict").
 	Conditions []*AllocationCondition `protobuf:"bytes,40,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// How many addresses to allocate per family, from one pool: 0 or 1 is
+	// one, at most 16. Several addresses are each announced over L2 by a
+	// distinct node when the nodes allow (active-active L2: DNS round-robin
+	// over them spreads the load, and a node's loss takes only its own
+	// addresses to failover). Not with sharing_key, global_group or
+	// requested_addresses.
+	AddressCount int32 `protobuf:"varint,41,opt,name=address_count,json=addressCount,proto3" json:"address_count,omitempty"`
 	// A global group to join, "pools/{pool}/globalGroups/{group}": the
 	// allocation gets the group's addresses, shared with the members of the
 	// other tenants (clusters). The tenant must be granted to join; at most
@@ -530,6 +538,13 @@ func (x *Allocation) GetConditions() []*AllocationCondition {
 		return x.Conditions
 	}
 	return nil
+}
+
+func (x *Allocation) GetAddressCount() int32 {
+	if x != nil {
+		return x.AddressCount
+	}
+	return 0
 }
 
 func (x *Allocation) GetGlobalGroup() string {
@@ -1681,7 +1696,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\v\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\v\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -1716,7 +1731,8 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x12C\n" +
 	"\n" +
 	"conditions\x18( \x03(\v2#.beacon.ipam.v1.AllocationConditionR\n" +
-	"conditions\x12!\n" +
+	"conditions\x12#\n" +
+	"\raddress_count\x18) \x01(\x05R\faddressCount\x12!\n" +
 	"\fglobal_group\x18\x19 \x01(\tR\vglobalGroup\x12;\n" +
 	"\vglobal_role\x18\x1a \x01(\x0e2\x1a.beacon.ipam.v1.GlobalRoleR\n" +
 	"globalRole\x1a>\n" +
