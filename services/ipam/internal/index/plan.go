@@ -561,7 +561,8 @@ func (x *Index) reservedIn(candidates []*poolEntry, a *ipam.Allocation) <-chan s
 }
 
 // reclaimHeld plans taking addresses kept for released owners when a pool
-// has nothing else: the lowest held address per family, ending its hold.
+// has nothing else: the lowest held address per family (a.Count() of
+// them), ending their holds.
 //
 // Cost: O(log n) in the pool's held addresses (see Index.heldIn), under
 // the index's lock: no scan of the pool's claims.
