@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/announcer/netlab"
+	"github.com/beaconlb/beacon/tests/integration/e2e"
+)
+
+// Active-active L2 (MetalLB #2410, #439): an allocation of three addresses
+// over three nodes is answered for by three distinct nodes. A prober asks
+// for each address about a thousand times a second. Killing one node moves
+// its address only, within the L2 failover bar; the two others keep being
+// answered by their owners throughout, without a gap.
+func TestL2ActiveActive(t *testing.T) {
+	requireLab(t, "ping")
+	c := newCluster(t, e2e.Options{Nodes: 3})
+	ctx := context.Background()
+	if err := c.CreatePool(ctx, "l2", e2e.L2PoolRanges...); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateL2Advertisement(ctx, "l2", "l2", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	resp, err := c.Allocations.Allocate(actx, &ipamv1.AllocateRequest{Parent: e2e.Parent, Allocation: &ipamv1.Allocation{
+		Owner: "default/web", RequestedPool: "pools/l2", AddressCount: 3,
+		IpFamilies: []ipamv1.IPFamily{ipamv1.IPFamily_IP_FAMILY_IPV4},
+	}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := e2e.Addrs(resp.GetAllocation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 3 {
+		t.Fatalf("allocated %v, want three addresses", addrs)
+	}
+	owners := map[netip.Addr]*e2e.Node{}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		n, err := c.WaitL2Owner(ctx, 20*time.Second, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[a] = n
+		seen[n.Name] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("owners %v: want three distinct nodes", seen)
+	}
+
+	// One prober per address, asking every millisecond.
+	probers := map[netip.Addr]*e2e.ARPProber{}
+	for _, a := range addrs {
+		p, err := c.StartARPProber(a, time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probers[a] = p
+		t.Cleanup(func() {
+			if err := p.Stop(); err != nil {
+				t.Errorf("prober of %s: %v", a, err)
+			}
+		})
+	}
+	for _, a := range addrs {
+		p := probers[a]
+		if err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(context.Context) error {
+			if n := len(p.Replies()); n < 200 {
+				return errorf("%s: %d replies", a, n)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	victimAddr := addrs[0]
+	victim := owners[victimAddr]
+	t.Logf("owners: %s on %s, %s on %s, %s on %s; killing %s", addrs[0], owners[addrs[0]].Name, addrs[1], owners[addrs[1]].Name, addrs[2], owners[addrs[2]].Name, victim.Name)
+	killed := time.Now()
+	victim.Kill()
+
+	// The victim's address moves: a node that is not the victim answers.
+	var moved time.Time
+	var newOwner net.HardwareAddr
+	if err := netlab.Eventually(ctx, 10*time.Second, 5*time.Millisecond, func(context.Context) error {
+		for _, r := range probers[victimAddr].Replies() {
+			if r.At.After(killed) && !bytes.Equal(r.MAC, victim.MAC) {
+				moved, newOwner = r.At, r.MAC
+				return nil
+			}
+		}
+		return errorf("%s: no other node answers yet", victimAddr)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	outage := moved.Sub(killed)
+	to := c.NodeByMAC(newOwner)
+	if to == nil {
+		t.Fatalf("%s: answered by %s, no node of the lab", victimAddr, newOwner)
+	}
+	t.Logf("%s moved from %s to %s after %v", victimAddr, victim.Name, to.Name, outage)
+	if outage > failoverBar {
+		t.Errorf("%s: outage %v > %v", victimAddr, outage, failoverBar)
+	}
+
+	// Watch the others until a second past the move.
+	end := moved.Add(time.Second)
+	for _, a := range addrs[1:] {
+		p := probers[a]
+		if err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(context.Context) error {
+			if r := p.Replies(); len(r) == 0 || !r[len(r)-1].At.After(end) {
+				return errorf("%s: no reply after %v yet", a, end)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range addrs[1:] {
+		p, owner := probers[a], owners[a]
+		if diff := cmp.Diff([]string{owner.MAC.String()}, p.MACsBetween(killed.Add(-time.Second), end)); diff != "" {
+			t.Errorf("%s: MACs answering around the kill (-want +got):\n%s", a, diff)
+		}
+		// At ~1 kHz, a gap longer than this is a lost stretch of replies,
+		// not scheduling noise of a loaded machine (a failover of its own
+		// would leave a gap of hundreds of milliseconds at least).
+		gap := p.LongestGap(owner.MAC, killed.Add(-time.Second), end)
+		t.Logf("%s: longest gap between replies from %s around the kill: %v", a, owner.Name, gap)
+		if gap > 150*time.Millisecond {
+			t.Errorf("%s: %s did not answer for %v around the kill", a, owner.Name, gap)
+		}
+	}
+	// The IPAM agrees: the two others did not move.
+	for _, a := range addrs[1:] {
+		n, err := c.WaitL2Owner(ctx, 5*time.Second, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Name != owners[a].Name {
+			t.Errorf("%s: now announced by %s, was %s", a, n.Name, owners[a].Name)
+		}
+	}
+}
