@@ -154,4 +154,70 @@ func TestL2ActiveActive(t *testing.T) {
 			t.Errorf("%s: now announced by %s, was %s", a, n.Name, owners[a].Name)
 		}
 	}
+	if t.Failed() {
+		return
+	}
+
+	// The node returns: one of the two addresses sharing a node moves to
+	// it, and the address alone on its node does not blink.
+	owners[victimAddr] = to
+	var alone netip.Addr
+	for _, a := range addrs[1:] {
+		if owners[a] != to {
+			alone = a
+		}
+	}
+	back := time.Now()
+	if err := victim.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := map[netip.Addr]string{}
+	if err := netlab.Eventually(ctx, 20*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		seen := map[string]bool{}
+		for _, a := range addrs {
+			n, err := c.WaitL2Owner(ctx, 5*time.Second, a)
+			if err != nil {
+				return err
+			}
+			now[a] = n.Name
+			seen[n.Name] = true
+		}
+		if len(seen) != 3 {
+			return errorf("owners %v: not spread over three nodes yet", now)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s back: owners %v", victim.Name, now)
+	shifted := 0
+	for _, a := range addrs {
+		if now[a] != owners[a].Name {
+			shifted++
+			if now[a] != victim.Name || a == alone {
+				t.Errorf("%s moved from %s to %s", a, owners[a].Name, now[a])
+			}
+		}
+	}
+	if shifted != 1 {
+		t.Errorf("%d addresses moved when %s returned, want 1", shifted, victim.Name)
+	}
+	settled := time.Now().Add(500 * time.Millisecond)
+	p := probers[alone]
+	if err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(context.Context) error {
+		if r := p.Replies(); len(r) == 0 || !r[len(r)-1].At.After(settled) {
+			return errorf("%s: no reply after %v yet", alone, settled)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{owners[alone].MAC.String()}, p.MACsBetween(back, settled)); diff != "" {
+		t.Errorf("%s: MACs answering while %s returned (-want +got):\n%s", alone, victim.Name, diff)
+	}
+	gap := p.LongestGap(owners[alone].MAC, back, settled)
+	t.Logf("%s: longest gap between replies from %s while %s returned: %v", alone, owners[alone].Name, victim.Name, gap)
+	if gap > 150*time.Millisecond {
+		t.Errorf("%s: %s did not answer for %v while %s returned", alone, owners[alone].Name, gap, victim.Name)
+	}
 }
