@@ -59,6 +59,27 @@ func TestL2ActiveActive(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("owners %v: want three distinct nodes", seen)
 	}
+	// GetAllocation says which node announces which address.
+	if err := netlab.Eventually(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		got, err := c.Allocations.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: resp.GetAllocation().GetName()})
+		if err != nil {
+			return err
+		}
+		byAddr := map[string]string{}
+		for _, an := range got.GetAllocation().GetAnnouncements() {
+			byAddr[an.GetAddress()] = an.GetAnnouncer()
+		}
+		want := map[string]string{}
+		for _, a := range addrs {
+			want[a.String()] = owners[a].ResourceName()
+		}
+		if diff := cmp.Diff(want, byAddr); diff != "" {
+			return errorf("announcements (-want +got):\n%s", diff)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	// One prober per address, asking every millisecond.
 	probers := map[netip.Addr]*e2e.ARPProber{}
@@ -135,13 +156,11 @@ func TestL2ActiveActive(t *testing.T) {
 		if diff := cmp.Diff([]string{owner.MAC.String()}, p.MACsBetween(ready, end)); diff != "" {
 			t.Errorf("%s: MACs answering around the kill (-want +got):\n%s", a, diff)
 		}
-		// At ~1 kHz, a gap longer than this is a lost stretch of replies,
-		// not scheduling noise of a loaded machine (a failover of its own
-		// would leave a gap of hundreds of milliseconds at least).
-		gap := p.LongestGap(owner.MAC, ready, end)
-		t.Logf("%s: longest gap between replies from %s around the kill: %v", a, owner.Name, gap)
-		if gap > 150*time.Millisecond {
-			t.Errorf("%s: %s did not answer for %v around the kill", a, owner.Name, gap)
+		t.Logf("%s: longest gap between replies from %s around the kill: %v (the machine's load included)", a, owner.Name, p.LongestGap(owner.MAC, ready, end))
+		lost := lostReplies(ctx, p, owner.MAC, ready)
+		t.Logf("%s: %d requests unanswered by %s since the probers started", a, lost, owner.Name)
+		if lost > maxLost {
+			t.Errorf("%s: %s left %d requests unanswered around the kill", a, owner.Name, lost)
 		}
 	}
 	// The IPAM agrees: the two others did not move.
@@ -215,9 +234,36 @@ func TestL2ActiveActive(t *testing.T) {
 	if diff := cmp.Diff([]string{owners[alone].MAC.String()}, p.MACsBetween(back, settled)); diff != "" {
 		t.Errorf("%s: MACs answering while %s returned (-want +got):\n%s", alone, victim.Name, diff)
 	}
-	gap := p.LongestGap(owners[alone].MAC, back, settled)
-	t.Logf("%s: longest gap between replies from %s while %s returned: %v", alone, owners[alone].Name, victim.Name, gap)
-	if gap > 150*time.Millisecond {
-		t.Errorf("%s: %s did not answer for %v while %s returned", alone, owners[alone].Name, gap, victim.Name)
+	t.Logf("%s: longest gap between replies from %s while %s returned: %v (the machine's load included)", alone, owners[alone].Name, victim.Name, p.LongestGap(owners[alone].MAC, back, settled))
+	lost := lostReplies(ctx, p, owners[alone].MAC, ready)
+	t.Logf("%s: %d requests unanswered by %s since the probers started", alone, lost, owners[alone].Name)
+	if lost > maxLost {
+		t.Errorf("%s: %s left %d requests unanswered since the probers started", alone, owners[alone].Name, lost)
 	}
+}
+
+// maxLost is how many of a prober's requests (about 1 ms apart) an owner
+// that never stopped answering may leave unanswered: 0 on a quiet machine;
+// with two labs at once on a loaded 2-core machine up to 7 were seen, when
+// the node's right to answer lapsed for a few milliseconds (its heartbeat
+// acknowledgement late; see docs/announcement.md). A failover of the
+// address, which this guards against, leaves tens of them at least.
+const maxLost = 20
+
+// lostReplies returns how many of p's requests since from mac did not
+// answer: the least count of unanswered requests over 300 ms of samples,
+// so that replies in flight at one sample do not count.
+func lostReplies(ctx context.Context, p *e2e.ARPProber, mac net.HardwareAddr, from time.Time) int {
+	lost := p.Unanswered(mac, from)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && lost > 0; {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return lost
+		}
+		lost = min(lost, p.Unanswered(mac, from))
+	}
+	return lost
 }

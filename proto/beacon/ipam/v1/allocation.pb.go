@@ -674,7 +674,10 @@ type AllocationAnnouncement struct {
 	// For L2: the interfaces.
 	Interfaces []string `protobuf:"bytes,3,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
 	// For BGP: the peers.
-	Peers         []string `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	Peers []string `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	// The address (for BGP, the prefix) the node announces: one announcement
+	// per address, so that the owner of each of several addresses shows.
+	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -735,6 +738,13 @@ func (x *AllocationAnnouncement) GetPeers() []string {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *AllocationAnnouncement) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 // UpdateAllocationRequest is the request of UpdateAllocation.
@@ -1749,14 +1759,15 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\tinterface\x18\x04 \x01(\tR\tinterface\x12)\n" +
 	"\x10hardware_address\x18\x05 \x01(\tR\x0fhardwareAddress\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x120\n" +
-	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xae\x01\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xc8\x01\n" +
 	"\x16AllocationAnnouncement\x12\x1c\n" +
 	"\tannouncer\x18\x01 \x01(\tR\tannouncer\x12@\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2$.beacon.ipam.v1.AnnouncementProtocolR\bprotocol\x12\x1e\n" +
 	"\n" +
 	"interfaces\x18\x03 \x03(\tR\n" +
 	"interfaces\x12\x14\n" +
-	"\x05peers\x18\x04 \x03(\tR\x05peers\"\xb1\x01\n" +
+	"\x05peers\x18\x04 \x03(\tR\x05peers\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\"\xb1\x01\n" +
 	"\x17UpdateAllocationRequest\x12:\n" +
 	"\n" +
 	"allocation\x18\x01 \x01(\v2\x1a.beacon.ipam.v1.AllocationR\n" +
