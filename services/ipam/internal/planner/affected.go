@@ -103,24 +103,13 @@ func (c *compiled) affectL2(others []*ipam.Allocation, before, after *ipam.Alloc
 	}
 	// The slots of an allocation with several addresses are decided
 	// together (see spread): all their addresses are touched.
-	spreadTo := map[netip.Addr]int{}
-	{
-		var entries []l2Entry
-		for _, addr := range touched {
-			if ea, ok := entry(after, addr); ok && ea.group && ea.anchor == addr {
-				entries = append(entries, ea)
-			}
-		}
-		groups := map[string][]*l2Entry{}
-		for i := range entries {
-			groups[entries[i].alloc] = append(groups[entries[i].alloc], &entries[i])
-		}
-		for _, es := range groups {
-			for i, n := range c.spread(es, owners) {
-				spreadTo[es[i].addr] = n
-			}
+	var entries []l2Entry
+	for _, addr := range touched {
+		if ea, ok := entry(after, addr); ok {
+			entries = append(entries, ea)
 		}
 	}
+	spreadTo := c.spreadGroups(entries, owners)
 	for _, addr := range touched {
 		nb, na := -1, -1
 		eb, okb := entry(before, addr)

@@ -55,7 +55,11 @@ func L2Owners(in *Input) map[netip.Addr]string {
 	owners := make(map[netip.Addr]string, len(entries))
 	// The slots of allocations with several addresses are decided
 	// together, spread over distinct nodes (see spread).
-	c.spreadGroups(entries, in.L2Owners, owners)
+	for addr, n := range c.spreadGroups(entries, in.L2Owners) {
+		if n >= 0 {
+			owners[addr] = c.nodes[n].Name
+		}
+	}
 	for _, e := range entries {
 		if e.group && e.anchor == e.addr {
 			continue // decided by spreadGroups

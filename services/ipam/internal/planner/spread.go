@@ -36,23 +36,24 @@ func slotAnchor(a *ipam.Allocation, addr netip.Addr) netip.Addr {
 	return addr
 }
 
-// spreadGroups decides the owners of the slot anchors of every allocation
-// with several addresses per family among entries (see spread), with the
-// sticky owners, into owners.
-func (c *compiled) spreadGroups(entries []l2Entry, sticky, owners map[netip.Addr]string) {
+// spreadGroups decides the slot anchors of every allocation with several
+// addresses per family among entries (in address order; see spread), given
+// the sticky owners: the owner of each (-1: none). Each allocation's
+// anchors must all be among entries.
+func (c *compiled) spreadGroups(entries []l2Entry, sticky map[netip.Addr]string) map[netip.Addr]int {
 	groups := map[string][]*l2Entry{}
 	for i := range entries {
 		if e := &entries[i]; e.group && e.anchor == e.addr {
 			groups[e.alloc] = append(groups[e.alloc], e)
 		}
 	}
+	out := map[netip.Addr]int{}
 	for _, es := range groups {
 		for i, n := range c.spread(es, sticky) {
-			if n >= 0 {
-				owners[es[i].addr] = c.nodes[n].Name
-			}
+			out[es[i].addr] = n
 		}
 	}
+	return out
 }
 
 // spread returns the owner (-1: none) of each slot anchor of one
