@@ -15,7 +15,7 @@ import (
 // a return, renews like any, and frees them all; another owner's hold is
 // reclaimed N addresses at a time when the pool has nothing else.
 func TestAllocateSeveralAddresses(t *testing.T) {
-	n := allocsNode(t, replica.Options{})
+	n := startNode(t, sharedEtcd(t, "multiaddr").client, replica.Options{})
 	const tenant = "multi"
 	mustPool(t, n, "multi", &ipamv1.Pool{Ranges: []string{"198.51.100.16/29", "2001:db8:5::/125"}, Tenants: []string{tenant}})
 	dual := func(owner string, count int32) *ipamv1.Allocation {
