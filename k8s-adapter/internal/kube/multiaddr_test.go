@@ -1,11 +1,14 @@
 package kube_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/reason"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -37,6 +40,28 @@ func TestSeveralAddresses(t *testing.T) {
 	}
 	if diff := cmp.Diff(a.GetAddresses(), ips); diff != "" {
 		t.Errorf("status against the allocation (-allocation +status):\n%s", diff)
+	}
+
+	// Re-reconciled (a label change), the Service keeps its addresses, and
+	// the adapter does not try to pin them as status addresses (one per
+	// family only): no IPNotKept warning.
+	e.update("web", func(s *corev1.Service) { s.Labels["tier"] = "front" })
+	waitFor(t, "labels to reach the IPAM", func() (bool, string) {
+		a := e.allocation(e.ns + "/web")
+		return a.GetOwnerLabels()["tier"] == "front", fmt.Sprint(a.GetOwnerLabels())
+	})
+	e.waitEvent("web", reason.AllocationUpdated)
+	if s, err := e.get("web"); err != nil || !slices.Equal(ingress(s), ips) {
+		t.Errorf("after a label change: status %v (%v), want %v", ingress(s), err, ips)
+	}
+	evs, err := k8s.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == reason.IPNotKept {
+			t.Errorf("event %s: %s", ev.Reason, ev.Message)
+		}
 	}
 
 	e.create(e.svc("shared", func(s *corev1.Service) {
