@@ -69,6 +69,7 @@ type allocateFlags struct {
 	sharingKey      string
 	globalGroup     string
 	backup          bool
+	count           int32
 	ports           []string
 	namespace       string
 	labels          []string
@@ -99,6 +100,7 @@ func (f *allocateFlags) request(cmd *cobra.Command, owner string) (*ipamv1.Alloc
 		Namespace:          f.namespace,
 		RequestedAddresses: f.addresses,
 		SharingKey:         f.sharingKey,
+		AddressCount:       f.count,
 	}
 	if f.pool != "" {
 		if a.RequestedPool, err = poolName(f.pool); err != nil {
@@ -166,7 +168,8 @@ the first being the primary; with two families, --dual-stack require gets
 one address of each or nothing, and --dual-stack prefer gets one of each if
 the pool can. Owners with the same --sharing-key share an address when their
 --port lists do not clash. With --ttl the allocation frees itself unless it
-is renewed in time (alloc renew).`,
+is renewed in time (alloc renew). --count N asks for N addresses per family
+(2 to 16), each answered for over L2 by a distinct node (active-active L2).`,
 		Example: `  # One address from any auto-assign pool.
   beaconctl alloc allocate default/web --tenant acme
 
@@ -174,6 +177,9 @@ is renewed in time (alloc renew).`,
   beaconctl alloc allocate default/dns-udp --tenant acme --pool web \
       --family ipv4 --family ipv6 --dual-stack require \
       --sharing-key dns --port 53/udp
+
+  # Three addresses, announced over L2 by three distinct nodes.
+  beaconctl alloc allocate default/web --tenant acme --count 3
 
   # A specific address that frees itself unless renewed within an hour.
   beaconctl alloc create machine-42 --tenant lab --address 192.0.2.42 --ttl 1h`,
@@ -209,6 +215,7 @@ is renewed in time (alloc renew).`,
 	fs.StringVar(&f.sharingKey, "sharing-key", "", "share an address with owners that have the same `KEY` and other ports")
 	fs.StringVar(&f.globalGroup, "global-group", "", "join the global group `POOL/GROUP`: share its address with the other tenants' members")
 	fs.BoolVar(&f.backup, "backup", false, "with --global-group: a backup member, announced less preferred (active/standby)")
+	fs.Int32Var(&f.count, "count", 0, "`N` addresses per family (2 to 16), each answered for over L2 by a distinct node; not with --address, --sharing-key or --global-group")
 	fs.StringSliceVar(&f.ports, "port", nil, "`PORT[/PROTO]` the owner serves, for sharing; PROTO is tcp (default), udp or sctp (repeatable)")
 	fs.StringVar(&f.namespace, "namespace", "", "the owner's `NAMESPACE`, for pools whose policy names namespaces")
 	fs.StringArrayVar(&f.labels, "label", nil, "owner label `KEY=VALUE`, for pools whose policy selects owners (repeatable)")

@@ -80,6 +80,14 @@ func TestAllocRequests(t *testing.T) {
 				Allocation: &ipamv1.Allocation{Owner: "m", IpFamilyPolicy: ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_PREFER_DUAL_STACK},
 			}},
 		},
+		{
+			name: "several addresses",
+			args: []string{"alloc", "allocate", "default/web", "--tenant", "acme", "--count", "3"},
+			want: []proto.Message{&ipamv1.AllocateRequest{
+				Parent:     "tenants/acme",
+				Allocation: &ipamv1.Allocation{Owner: "default/web", AddressCount: 3},
+			}},
+		},
 		{name: "allocate needs a tenant", args: []string{"alloc", "allocate", "default/db"}, wantErr: "--tenant is required"},
 		{name: "allocate in every tenant", args: []string{"alloc", "allocate", "default/db", "--tenant", "-"}, wantErr: "cannot hold an allocation"},
 		{name: "bad family", args: []string{"alloc", "allocate", "x", "--tenant", "acme", "--family", "ipx"}, wantErr: `--family "ipx"`},

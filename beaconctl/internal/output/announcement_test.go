@@ -317,6 +317,21 @@ tenants/acme/allocations/a2   default/db    192.0.2.8   pools/web   -         -
 `,
 		},
 		{
+			name: "allocation with several addresses, each on its node",
+			write: func(b *bytes.Buffer) error {
+				return AllocationDetailTable(b, []*ipamv1.Allocation{{
+					Name: "tenants/acme/allocations/a1", Owner: "default/web", Addresses: []string{"198.51.100.1", "198.51.100.2"}, Pool: "pools/web",
+					Announcements: []*ipamv1.AllocationAnnouncement{
+						{Announcer: "tenants/acme/announcers/node-1", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Address: "198.51.100.1"},
+						{Announcer: "tenants/acme/announcers/node-2", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Address: "198.51.100.2"},
+					},
+				}})
+			},
+			want: `NAME                          OWNER         ADDRESSES                   POOL        EXPIRES   ANNOUNCED-BY
+tenants/acme/allocations/a1   default/web   198.51.100.1,198.51.100.2   pools/web   -         node-1(L2 198.51.100.1),node-2(L2 198.51.100.2)
+`,
+		},
+		{
 			name: "allocation with a conflict",
 			write: func(b *bytes.Buffer) error {
 				return AllocationDetailTable(b, []*ipamv1.Allocation{{

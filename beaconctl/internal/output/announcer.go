@@ -31,11 +31,16 @@ func NodeName(announcer string) string {
 }
 
 // Announcements renders which nodes announce an allocation and how:
-// "n1(L2),n2(BGP)"; "" when none does.
+// "n1(L2 198.51.100.1),n2(BGP 198.51.100.2/32)", or "n1(L2)" from a
+// server that does not say which address; "" when none does.
 func Announcements(anns []*ipamv1.AllocationAnnouncement) string {
 	out := make([]string, len(anns))
 	for i, a := range anns {
-		out[i] = NodeName(a.GetAnnouncer()) + "(" + Protocol(a.GetProtocol()) + ")"
+		how := Protocol(a.GetProtocol())
+		if a.GetAddress() != "" {
+			how += " " + a.GetAddress()
+		}
+		out[i] = NodeName(a.GetAnnouncer()) + "(" + how + ")"
 	}
 	return strings.Join(out, ",")
 }

@@ -318,7 +318,10 @@ func (c *Controller) metallbPoolName(id string) string {
 // address keeps it when the adapter takes over, as MetalLB itself keeps it
 // across restarts by rebuilding its state from the Services' status.
 func (c *Controller) adoptable(key string, want *ipamv1.Allocation, prev []string) bool {
-	if len(prev) == 0 || len(want.GetRequestedAddresses()) > 0 {
+	if len(prev) == 0 || len(want.GetRequestedAddresses()) > 0 || want.GetAddressCount() > 1 {
+		// Several addresses per family cannot be asked for by address (the
+		// IPAM takes one requested address per family): such an owner the
+		// IPAM does not hold is allocated anew.
 		return false
 	}
 	_, isHeld := c.held.Load(key)

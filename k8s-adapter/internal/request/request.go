@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,15 @@ const (
 	// member's nodes announce the address less preferred.
 	GlobalRoleAnnotation = PrefixBeacon + "global-role"
 )
+
+// AddressCountAnnotation asks for several addresses per family, 1 to 16
+// (beacon.io/ only): each is answered for over L2 by a distinct node
+// (active-active L2), and the Service's status lists them all. Not with
+// requested addresses, allow-shared-ip or a global group.
+const AddressCountAnnotation = PrefixBeacon + "address-count"
+
+// maxAddressCount bounds AddressCountAnnotation, as the IPAM does.
+const maxAddressCount = 16
 
 // IsGlobal reports whether the Service asks to join a global group: its
 // endpoint nodes then matter whatever its external traffic policy (a
@@ -267,6 +277,9 @@ func Build(s *Service, o Options) (*ipamv1.Allocation, []Warning, error) {
 	if err := global(s, a); err != nil {
 		return nil, warns, err
 	}
+	if err := addressCount(s, a); err != nil {
+		return nil, warns, err
+	}
 	a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
 	if s.ExternalTrafficPolicy == "Local" {
 		a.TrafficPolicy = ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
@@ -414,5 +427,30 @@ func global(s *Service, a *ipamv1.Allocation) error {
 	default:
 		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("the %s annotation %q must be active or backup", GlobalRoleAnnotation, role)}
 	}
+	return nil
+}
+
+// addressCount reads AddressCountAnnotation into a.
+func addressCount(s *Service, a *ipamv1.Allocation) error {
+	v, ok := s.Annotations[AddressCountAnnotation]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > maxAddressCount {
+		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s=%q: want a number of addresses per family from 1 to %d", AddressCountAnnotation, v, maxAddressCount)}
+	}
+	if n == 1 {
+		return nil
+	}
+	switch {
+	case len(a.GetRequestedAddresses()) > 0:
+		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s cannot be used with requested addresses (the pool's lowest free addresses are given)", AddressCountAnnotation)}
+	case a.GetSharingKey() != "":
+		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s cannot be used with allow-shared-ip (several addresses are spread over nodes, not shared)", AddressCountAnnotation)}
+	case a.GetGlobalGroup() != "":
+		return &Error{Reason: reason.InvalidAnnotation, Message: fmt.Sprintf("annotation %s cannot be used with %s (a global group has one address per family)", AddressCountAnnotation, GlobalGroupAnnotation)}
+	}
+	a.AddressCount = int32(n)
 	return nil
 }

@@ -24,6 +24,7 @@ type ARPProber struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	replies []ARPReply
+	sent    []time.Time // when each request was sent
 	sendErr error
 }
 
@@ -79,11 +80,14 @@ func (c *Cluster) StartARPProber(target netip.Addr, interval time.Duration) (*AR
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if err := unix.Sendto(fd, frame, 0, to); err != nil {
-				p.mu.Lock()
+			err := unix.Sendto(fd, frame, 0, to)
+			p.mu.Lock()
+			if err != nil {
 				p.sendErr = err
-				p.mu.Unlock()
+			} else {
+				p.sent = append(p.sent, time.Now())
 			}
+			p.mu.Unlock()
 			select {
 			case <-p.stop:
 				return
@@ -159,6 +163,28 @@ func (p *ARPProber) Replies() []ARPReply {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]ARPReply(nil), p.replies...)
+}
+
+// Unanswered returns how many more requests the prober has sent since
+// from than it has read replies from mac since then: the requests mac
+// did not answer, plus those whose replies are still on their way. It
+// does not grow while the machine stalls (the prober sends nothing
+// then), which makes it, unlike a gap between replies, robust to load.
+func (p *ARPProber) Unanswered(mac net.HardwareAddr, from time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.sent {
+		if !at.Before(from) {
+			n++
+		}
+	}
+	for _, r := range p.replies {
+		if !r.At.Before(from) && bytes.Equal(r.MAC, mac) {
+			n--
+		}
+	}
+	return n
 }
 
 // LastFrom returns when mac last answered (zero: never).

@@ -249,7 +249,8 @@ func (AllocationEvent_Type) EnumDescriptor() ([]byte, []int) {
 	return file_beacon_ipam_v1_allocation_proto_rawDescGZIP(), []int{18, 0}
 }
 
-// Allocation is the set of addresses held by one owner: one per family.
+// Allocation is the set of addresses held by one owner: one per family, or
+// address_count per family.
 type Allocation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resource name, "tenants/{tenant}/allocations/{allocation}". {allocation}
@@ -312,6 +313,13 @@ type Allocation struct {
 	// Output only. Conditions of the allocation's addresses, such as another
 	// host on the segment already using an L2 address (type "Conflict").
 	Conditions []*AllocationCondition `protobuf:"bytes,40,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// How many addresses to allocate per family, from one pool: 0 or 1 is
+	// one, at most 16. Several addresses are each announced over L2 by a
+	// distinct node when the nodes allow (active-active L2: DNS round-robin
+	// over them spreads the load, and a node's loss takes only its own
+	// addresses to failover). Not with sharing_key, global_group or
+	// requested_addresses.
+	AddressCount int32 `protobuf:"varint,41,opt,name=address_count,json=addressCount,proto3" json:"address_count,omitempty"`
 	// A global group to join, "pools/{pool}/globalGroups/{group}": the
 	// allocation gets the group's addresses, shared with the members of the
 	// other tenants (clusters). The tenant must be granted to join; at most
@@ -532,6 +540,13 @@ func (x *Allocation) GetConditions() []*AllocationCondition {
 	return nil
 }
 
+func (x *Allocation) GetAddressCount() int32 {
+	if x != nil {
+		return x.AddressCount
+	}
+	return 0
+}
+
 func (x *Allocation) GetGlobalGroup() string {
 	if x != nil {
 		return x.GlobalGroup
@@ -659,7 +674,10 @@ type AllocationAnnouncement struct {
 	// For L2: the interfaces.
 	Interfaces []string `protobuf:"bytes,3,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
 	// For BGP: the peers.
-	Peers         []string `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	Peers []string `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	// The address (for BGP, the prefix) the node announces: one announcement
+	// per address, so that the owner of each of several addresses shows.
+	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,6 +738,13 @@ func (x *AllocationAnnouncement) GetPeers() []string {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *AllocationAnnouncement) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 // UpdateAllocationRequest is the request of UpdateAllocation.
@@ -1681,7 +1706,7 @@ var File_beacon_ipam_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\v\n" +
+	"\x1fbeacon/ipam/v1/allocation.proto\x12\x0ebeacon.ipam.v1\x1a\x1ebeacon/ipam/v1/announcer.proto\x1a\x1bbeacon/ipam/v1/common.proto\x1a\x1abeacon/ipam/v1/group.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\v\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
@@ -1716,7 +1741,8 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\x10hold_expire_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x0eholdExpireTime\x12C\n" +
 	"\n" +
 	"conditions\x18( \x03(\v2#.beacon.ipam.v1.AllocationConditionR\n" +
-	"conditions\x12!\n" +
+	"conditions\x12#\n" +
+	"\raddress_count\x18) \x01(\x05R\faddressCount\x12!\n" +
 	"\fglobal_group\x18\x19 \x01(\tR\vglobalGroup\x12;\n" +
 	"\vglobal_role\x18\x1a \x01(\x0e2\x1a.beacon.ipam.v1.GlobalRoleR\n" +
 	"globalRole\x1a>\n" +
@@ -1733,14 +1759,15 @@ const file_beacon_ipam_v1_allocation_proto_rawDesc = "" +
 	"\tinterface\x18\x04 \x01(\tR\tinterface\x12)\n" +
 	"\x10hardware_address\x18\x05 \x01(\tR\x0fhardwareAddress\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x120\n" +
-	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xae\x01\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xc8\x01\n" +
 	"\x16AllocationAnnouncement\x12\x1c\n" +
 	"\tannouncer\x18\x01 \x01(\tR\tannouncer\x12@\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2$.beacon.ipam.v1.AnnouncementProtocolR\bprotocol\x12\x1e\n" +
 	"\n" +
 	"interfaces\x18\x03 \x03(\tR\n" +
 	"interfaces\x12\x14\n" +
-	"\x05peers\x18\x04 \x03(\tR\x05peers\"\xb1\x01\n" +
+	"\x05peers\x18\x04 \x03(\tR\x05peers\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\"\xb1\x01\n" +
 	"\x17UpdateAllocationRequest\x12:\n" +
 	"\n" +
 	"allocation\x18\x01 \x01(\v2\x1a.beacon.ipam.v1.AllocationR\n" +

@@ -116,6 +116,24 @@ func (f *FreeList) Lowest() (netip.Addr, bool) {
 	return f.buf[f.head].from.addr(f.is4), true
 }
 
+// LowestN returns the n lowest free addresses in ascending order, or false
+// if fewer than n are free. Cost: O(n).
+func (f *FreeList) LowestN(n int) ([]netip.Addr, bool) {
+	out := make([]netip.Addr, 0, n)
+	for _, s := range f.spans() {
+		for k := s.from; len(out) < n; k = k.add1() {
+			out = append(out, k.addr(f.is4))
+			if k == s.to {
+				break
+			}
+		}
+		if len(out) == n {
+			return out, true
+		}
+	}
+	return nil, false
+}
+
 // Contains reports whether a is free. Cost: O(log n).
 func (f *FreeList) Contains(a netip.Addr) bool {
 	k, ok := f.key(a)

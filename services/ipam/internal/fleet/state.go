@@ -307,7 +307,9 @@ func (s *State) markAll() {
 
 // Announcement is one node reporting that it announces an address.
 type Announcement struct {
-	Node       string
+	Node string
+	// Addr is the address or prefix announced.
+	Addr       string
 	BGP        bool
 	Interfaces []string
 	Peers      []string
@@ -323,7 +325,7 @@ func (s *State) AnnouncementsOf(tenant string, addrs []string) []Announcement {
 		for _, a := range n.Announced {
 			for _, want := range addrs {
 				if a.Addr == want || strings.HasPrefix(a.Addr, want+"/") {
-					out = append(out, Announcement{Node: n.Name, BGP: a.BGP, Interfaces: a.Interfaces, Peers: a.Peers})
+					out = append(out, Announcement{Node: n.Name, Addr: a.Addr, BGP: a.BGP, Interfaces: a.Interfaces, Peers: a.Peers})
 				}
 			}
 		}

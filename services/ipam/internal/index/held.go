@@ -26,11 +26,12 @@ func (h *heldSet) of(a netip.Addr) *addrspace.FreeList {
 	return h.v6
 }
 
-func (h *heldSet) lowest(f ipam.Family) (netip.Addr, bool) {
-	if f == ipam.IPv4 {
-		return h.v4.Lowest()
-	}
-	return h.v6.Lowest()
-}
-
 func (h *heldSet) empty() bool { return h.v4.Fragments() == 0 && h.v6.Fragments() == 0 }
+
+// lowestN returns the n lowest held addresses of family f, or false.
+func (h *heldSet) lowestN(f ipam.Family, n int) ([]netip.Addr, bool) {
+	if f == ipam.IPv4 {
+		return h.v4.LowestN(n)
+	}
+	return h.v6.LowestN(n)
+}

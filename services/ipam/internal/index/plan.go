@@ -492,9 +492,21 @@ func wantedFamilies(a *ipam.Allocation) string {
 	return "any"
 }
 
-// pick chooses one address per family in pool p, or reports none.
+// pick chooses one address per family in pool p (a.Count() per family,
+// family by family, each family's ascending), or reports none.
 func (b *builder) pick(p *poolEntry, a *ipam.Allocation, fams []ipam.Family) ([]netip.Addr, bool) {
-	out := make([]netip.Addr, 0, len(fams))
+	out := make([]netip.Addr, 0, len(fams)*a.Count())
+	if a.Count() > 1 {
+		// Several addresses are the allocation's own: never shared.
+		for _, f := range fams {
+			addrs, ok := p.lowestN(f, a.Count())
+			if !ok {
+				return nil, false
+			}
+			out = append(out, addrs...)
+		}
+		return out, true
+	}
 	for _, f := range fams {
 		if addr, ok := b.shareable(p, a, f); ok {
 			out = append(out, addr)
@@ -549,7 +561,8 @@ func (x *Index) reservedIn(candidates []*poolEntry, a *ipam.Allocation) <-chan s
 }
 
 // reclaimHeld plans taking addresses kept for released owners when a pool
-// has nothing else: the lowest held address per family, ending its hold.
+// has nothing else: the lowest held address per family (a.Count() of
+// them), ending their holds.
 //
 // Cost: O(log n) in the pool's held addresses (see Index.heldIn), under
 // the index's lock: no scan of the pool's claims.
@@ -560,11 +573,11 @@ func (b *builder) reclaimHeld(p *poolEntry, a *ipam.Allocation, fams []ipam.Fami
 	}
 	var picks []netip.Addr
 	for _, f := range fams {
-		best, ok := h.lowest(f)
+		best, ok := h.lowestN(f, a.Count())
 		if !ok {
 			return false
 		}
-		picks = append(picks, best)
+		picks = append(picks, best...)
 	}
 	for _, addr := range picks {
 		c := b.x.claims[addr].c

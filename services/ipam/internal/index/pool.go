@@ -92,6 +92,14 @@ func (e *poolEntry) hasFamily(f ipam.Family) bool {
 	return e.space.HasFamily(f == ipam.IPv4)
 }
 
+// lowestN returns the n lowest free addresses of family f, or false.
+func (e *poolEntry) lowestN(f ipam.Family, n int) ([]netip.Addr, bool) {
+	if f == ipam.IPv4 {
+		return e.free4.LowestN(n)
+	}
+	return e.free6.LowestN(n)
+}
+
 func (e *poolEntry) lowest(f ipam.Family) (netip.Addr, bool) {
 	if f == ipam.IPv4 {
 		return e.free4.Lowest()

@@ -143,10 +143,15 @@ func Satisfies(existing, req *Allocation) bool {
 	if req.FamilyPolicy == RequireDualStack && (!has(IPv4) || !has(IPv6)) {
 		return false
 	}
-	if req.FamilyPolicy == SingleStack && len(existing.Addrs) > 1 && len(req.RequestedAddrs) < 2 {
+	if req.FamilyPolicy == SingleStack && has(IPv4) && has(IPv6) && len(req.RequestedAddrs) < 2 {
 		return false
 	}
-	return true
+	return existing.Count() == req.Count()
+}
+
+// Count returns how many addresses per family the allocation asks for.
+func (a *Allocation) Count() int {
+	return max(a.AddressCount, 1)
 }
 
 // PortsClash reports whether two owners' ports collide: the same port and

@@ -134,6 +134,10 @@ type Allocation struct {
 	TrafficPolicy   TrafficPolicy     `json:"trafficPolicy,omitempty"`
 	EndpointNodes   []string          `json:"endpointNodes,omitempty"`
 	TTL             time.Duration     `json:"ttl,omitempty"`
+	// AddressCount is how many addresses per family (0 and 1: one). An
+	// allocation with several holds them alone: no sharing key, global
+	// group or requested addresses.
+	AddressCount int `json:"addressCount,omitempty"`
 	// GlobalGroup, "pool/group", makes the allocation a member of a global
 	// group: it gets the group's addresses, shared with the members of the
 	// other tenants granted to join (see GlobalGroup).

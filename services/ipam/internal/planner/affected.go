@@ -72,8 +72,7 @@ func (c *compiled) affectL2(others []*ipam.Allocation, before, after *ipam.Alloc
 			touched = append(touched, a.Addrs...)
 		}
 	}
-	slices.SortFunc(touched, netip.Addr.Compare)
-	touched = slices.Compact(touched)
+	touched = withGroups(touched, others)
 	newOwners := make(map[netip.Addr]string, len(touched))
 	for _, addr := range touched {
 		newOwners[addr] = ""
@@ -102,6 +101,15 @@ func (c *compiled) affectL2(others []*ipam.Allocation, before, after *ipam.Alloc
 		}
 		return c.l2Entry(addr, hs)
 	}
+	// The slots of an allocation with several addresses are decided
+	// together (see spread): all their addresses are touched.
+	var entries []l2Entry
+	for _, addr := range touched {
+		if ea, ok := entry(after, addr); ok {
+			entries = append(entries, ea)
+		}
+	}
+	spreadTo := c.spreadGroups(entries, owners)
 	for _, addr := range touched {
 		nb, na := -1, -1
 		eb, okb := entry(before, addr)
@@ -118,7 +126,11 @@ func (c *compiled) affectL2(others []*ipam.Allocation, before, after *ipam.Alloc
 			} else if o, ok := owners[ea.anchor]; ea.anchor != addr && !touchedToo && ok {
 				sticky = o
 			}
-			na = c.decide(&ea, sticky)
+			if n, ok := spreadTo[addr]; ok {
+				na = n
+			} else {
+				na = c.decide(&ea, sticky)
+			}
 		}
 		if na >= 0 {
 			newOwners[addr] = c.nodes[na].Name
@@ -208,5 +220,35 @@ func (c *compiled) affectRoutes(others []*ipam.Allocation, before, after *ipam.A
 				},
 				routeEqual)
 		}
+	}
+}
+
+// withGroups returns touched, sorted and without repeats, with every
+// address of each allocation of others with several addresses per family
+// that holds one of them, until there is no more such allocation: their
+// slots are decided together (see spread). The allocator never shares
+// those addresses, so this adds nothing in practice but keeps Affected
+// equal to L2Owners whatever the input. Cost: O(A) per round.
+func withGroups(touched []netip.Addr, others []*ipam.Allocation) []netip.Addr {
+	slices.SortFunc(touched, netip.Addr.Compare)
+	touched = slices.Compact(touched)
+	has := func(addr netip.Addr) bool {
+		_, found := slices.BinarySearchFunc(touched, addr, netip.Addr.Compare)
+		return found
+	}
+	missing := func(addr netip.Addr) bool { return !has(addr) }
+	for {
+		var more []netip.Addr
+		for _, a := range others {
+			if a.Count() > 1 && slices.ContainsFunc(a.Addrs, has) && slices.ContainsFunc(a.Addrs, missing) {
+				more = append(more, a.Addrs...)
+			}
+		}
+		if len(more) == 0 {
+			return touched
+		}
+		touched = append(touched, more...)
+		slices.SortFunc(touched, netip.Addr.Compare)
+		touched = slices.Compact(touched)
 	}
 }

@@ -17,8 +17,9 @@
 // traffic policy announcing only from endpoint nodes, aggregation,
 // communities and local preference; a prefix goes only to peers whose
 // address is of its family), plus L2 node priorities and sticky,
-// rendezvous-hashed L2 ownership. L2Owners, Plans, Check and Affected
-// document the rules.
+// rendezvous-hashed L2 ownership, and the addresses of an allocation with
+// several per family spread over distinct L2 owners (active-active L2, see
+// spread). L2Owners, Plans, Check and Affected document the rules.
 //
 // Cost of each function, for N nodes, A allocations (addresses), L L2 and B
 // BGP advertisements, P peers, K classes of active nodes selected by the
@@ -30,7 +31,7 @@
 //   - L2Owners: O(A·L) selector evaluations and O(A log A) sorting, then
 //     rendezvous hashing in O(T) per address for T nodes in its best tier
 //     (at most N: O(A·N) hash evaluations in the worst case, a few
-//     nanoseconds each).
+//     nanoseconds each); an allocation with S slots spreads them in O(S·T).
 //   - Plans: O(A·(L+B)) selector evaluations, O(A log A) sorting, O(K·R)
 //     routes built (nodes of one class share one Routes slice), and O(A) for
 //     L2; plus O(R) for each node that is an endpoint of a LOCAL allocation

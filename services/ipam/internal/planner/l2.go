@@ -34,6 +34,17 @@ import (
 // hashing the anchor, not itself, otherwise. With several holders, the
 // first holder's addresses decide.
 //
+// An allocation with several addresses per family (active-active L2,
+// ipam.Allocation.AddressCount) has one slot per address of a family: its
+// k-th lowest address of each family, the IPv6 one following the IPv4 one
+// as above. Its slots are spread over distinct nodes of the best tier, as
+// many as there are, else as evenly as possible; each slot keeps its sticky
+// owner unless that owner already has its share of the allocation's slots,
+// so a node leaving moves only its own slots, and a node returning takes
+// only slots that share a node (see spread). This holds for the addresses
+// the allocation holds alone, which are all of them: the allocator never
+// shares them.
+//
 // L2Owners is idempotent: passing its result back as in.L2Owners returns the
 // same map. Cost: compile (see the package doc), O(A·L) selector evaluations
 // for the allocations, and O(A·T) hash evaluations, T being the number of
@@ -42,7 +53,17 @@ func L2Owners(in *Input) map[netip.Addr]string {
 	c := compile(in)
 	entries := c.l2Entries(in.Allocations)
 	owners := make(map[netip.Addr]string, len(entries))
+	// The slots of allocations with several addresses are decided
+	// together, spread over distinct nodes (see spread).
+	for addr, n := range c.spreadGroups(entries, in.L2Owners) {
+		if n >= 0 {
+			owners[addr] = c.nodes[n].Name
+		}
+	}
 	for _, e := range entries {
+		if e.group && e.anchor == e.addr {
+			continue // decided by spreadGroups
+		}
 		// Entries are in address order: an anchor is decided before the
 		// addresses that follow it.
 		sticky := in.L2Owners[e.addr]
@@ -74,10 +95,14 @@ type l2Entry struct {
 	endpoints []int
 	// alloc names the first holder (lowest "tenant/id").
 	alloc string
-	// anchor is the lowest address of the first holder: addr itself, or
+	// anchor is the lowest address of the first holder (of its slot, for
+	// an allocation with several addresses per family): addr itself, or
 	// the IPv4 address of a dual-stack allocation, whose owner the IPv6
 	// one follows (see L2Owners).
 	anchor netip.Addr
+	// group is set when the only holder has several addresses per family:
+	// the anchors of its slots are then spread together (see spread).
+	group bool
 }
 
 // l2Entries returns the L2 entries of allocs, sorted by address. Cost:
@@ -110,14 +135,17 @@ func (c *compiled) l2Entries(allocs []*ipam.Allocation) []l2Entry {
 // advertisement selects any of them.
 func (c *compiled) l2Entry(addr netip.Addr, hs []holder) (e l2Entry, ok bool) {
 	e = l2Entry{addr: addr, ads: newBitset(len(c.l2))}
+	holders := 0
 	for _, h := range hs {
 		if h.ads.empty() {
 			continue
 		}
 		ok = true
+		holders++
 		e.ads.or(h.ads)
 		if name := allocName(h.a); e.alloc == "" || name < e.alloc {
-			e.alloc, e.anchor = name, slices.MinFunc(h.a.Addrs, netip.Addr.Compare)
+			e.alloc, e.anchor = name, slotAnchor(h.a, addr)
+			e.group = h.a.Count() > 1
 		}
 		if h.a.TrafficPolicy != ipam.TrafficLocal {
 			continue
@@ -132,6 +160,7 @@ func (c *compiled) l2Entry(addr netip.Addr, hs []holder) (e l2Entry, ok bool) {
 			return !found
 		})
 	}
+	e.group = e.group && holders == 1
 	return e, ok
 }
 
@@ -182,10 +211,26 @@ func (c *compiled) tiers(ads bitset) *tierSet {
 // decide returns the index of the node that owns e, or -1 when no node is
 // eligible; sticky is the current owner's name. Cost: O(T) for T candidates.
 func (c *compiled) decide(e *l2Entry, sticky string) int {
+	cands := c.candidates(e)
+	if len(cands) == 0 {
+		return -1
+	}
+	if n, ok := c.nodeIdx[sticky]; ok {
+		if _, found := slices.BinarySearch(cands, n); found {
+			return n
+		}
+	}
+	return rendezvous(e.anchor, cands, c.nodeKeys)
+}
+
+// candidates returns the nodes that may own e: the eligible nodes of its
+// best tier (among its endpoint nodes when it is LOCAL), in index order.
+func (c *compiled) candidates(e *l2Entry) []int {
 	ts := c.tiers(e.ads)
-	cands, bestTier := ts.best, ts.bestTier
+	cands := ts.best
 	if e.local {
-		cands, bestTier = nil, noTier
+		cands = nil
+		bestTier := noTier
 		for _, n := range e.endpoints {
 			switch {
 			case !ts.ok[n] || ts.tier[n] > bestTier:
@@ -196,15 +241,7 @@ func (c *compiled) decide(e *l2Entry, sticky string) int {
 			}
 		}
 	}
-	if len(cands) == 0 {
-		return -1
-	}
-	if n, ok := c.nodeIdx[sticky]; ok && ts.ok[n] && ts.tier[n] == bestTier {
-		if _, found := slices.BinarySearch(cands, n); found {
-			return n
-		}
-	}
-	return rendezvous(e.anchor, cands, c.nodeKeys)
+	return cands
 }
 
 // rendezvous returns the candidate with the highest weight for addr; on a

@@ -144,6 +144,27 @@ func (g *gen) alloc(id string, nodes int) *ipam.Allocation {
 		a.Pool = "p6"
 		a.Addrs = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", g.rng.IntN(256)))}
 	}
+	if g.p(0.2) {
+		// Several addresses per family (active-active L2): one more
+		// address of each family per extra slot, from the same small sets
+		// (so that, unlike with the allocator, some are shared).
+		a.AddressCount = 2 + g.rng.IntN(4)
+		base := slices.Clone(a.Addrs)
+		for range a.AddressCount - 1 {
+			for _, ad := range base {
+				switch {
+				case ad.Is6():
+					a.Addrs = append(a.Addrs, netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", g.rng.IntN(256))))
+				case a.Pool == "p4r":
+					a.Addrs = append(a.Addrs, netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + g.rng.IntN(81))}))
+				default:
+					a.Addrs = append(a.Addrs, netip.AddrFrom4([4]byte{10, 0, byte(g.rng.IntN(4)), byte(g.rng.IntN(256))}))
+				}
+			}
+		}
+		slices.SortFunc(a.Addrs, netip.Addr.Compare)
+		a.Addrs = slices.Compact(a.Addrs)
+	}
 	if g.p(0.3) {
 		a.TrafficPolicy = ipam.TrafficLocal
 		for range g.rng.IntN(4) {
@@ -227,7 +248,7 @@ func TestPropertyL2(t *testing.T) {
 			for _, ad := range a.Addrs {
 				best, _ := refEligible(in, ad)
 				o, owned := owners[ad]
-				anchor := refAnchor(in, ad)
+				anchor, group := refAnchor(in, ad)
 				follows := anchor != ad && slices.Contains(best, owners[anchor])
 				switch {
 				case len(best) == 0 && owned:
@@ -236,7 +257,9 @@ func TestPropertyL2(t *testing.T) {
 					t.Fatalf("seed %d: %s owned by %q, want one of %v", seed, ad, o, best)
 				case follows && o != owners[anchor]:
 					t.Fatalf("seed %d: %s owned by %s, not by its anchor %s's owner %s, who is eligible", seed, ad, o, anchor, owners[anchor])
-				case !follows && slices.Contains(best, in.L2Owners[ad]) && o != in.L2Owners[ad]:
+				case !follows && !group && (anchor == ad || owners[anchor] == "") && slices.Contains(best, in.L2Owners[ad]) && o != in.L2Owners[ad]:
+					// (An address whose anchor's owner is not eligible for it
+					// hashes the anchor, as L2Owners documents.)
 					t.Fatalf("seed %d: %s moved from eligible %s to %s", seed, ad, in.L2Owners[ad], o)
 				}
 				var want []string
@@ -253,21 +276,90 @@ func TestPropertyL2(t *testing.T) {
 
 // refAnchor returns the address whose owner ad follows: the lowest address
 // of the allocation with the lowest name among those holding ad that an L2
-// advertisement selects (ad itself when there is none).
-func refAnchor(in *Input, ad netip.Addr) netip.Addr {
+// advertisement selects, or of ad's slot in it if it has several addresses
+// per family (ad itself when there is none); group reports that allocation
+// having several addresses per family and being the only one.
+func refAnchor(in *Input, ad netip.Addr) (anchor netip.Addr, group bool) {
 	var first *ipam.Allocation
+	holders := 0
 	for _, a := range in.Allocations {
-		if !slices.Contains(a.Addrs, ad) || first != nil && allocName(a) >= allocName(first) {
+		if !slices.Contains(a.Addrs, ad) || !slices.ContainsFunc(in.L2, func(l2 *ipam.L2Advertisement) bool { return refL2Selects(in, l2, a) }) {
 			continue
 		}
-		if slices.ContainsFunc(in.L2, func(l2 *ipam.L2Advertisement) bool { return refL2Selects(in, l2, a) }) {
+		holders++
+		if first == nil || allocName(a) < allocName(first) {
 			first = a
 		}
 	}
 	if first == nil {
-		return ad
+		return ad, false
 	}
-	return slices.MinFunc(first.Addrs, netip.Addr.Compare)
+	if first.AddressCount <= 1 {
+		return slices.MinFunc(first.Addrs, netip.Addr.Compare), false
+	}
+	// The slot: the addresses of the same rank in each family.
+	var fams [2][]netip.Addr
+	for _, a := range first.Addrs {
+		if a.Is4() {
+			fams[0] = append(fams[0], a)
+		} else {
+			fams[1] = append(fams[1], a)
+		}
+	}
+	for _, f := range fams {
+		slices.SortFunc(f, netip.Addr.Compare)
+	}
+	own, other := fams[0], fams[1]
+	if ad.Is6() {
+		own, other = other, own
+	}
+	anchor = ad
+	if k := slices.Index(own, ad); k < len(other) && other[k].Less(ad) {
+		anchor = other[k]
+	}
+	return anchor, holders == 1
+}
+
+// TestPropertySpread checks, on random inputs, that the slots of an
+// allocation with several addresses per family, held by it alone, are
+// spread: no node owns more than its share (ceil(slots/candidates)), and
+// with as many candidates as slots they all have distinct owners.
+func TestPropertySpread(t *testing.T) {
+	checked := 0
+	for seed := range uint64(seeds) {
+		in := newGen(t, seed).input(1+int(seed%12), 1+int(seed%40))
+		owners := L2Owners(in)
+		for _, a := range in.Allocations {
+			if a.AddressCount <= 1 {
+				continue
+			}
+			perNode := map[string]int{}
+			slots, cands := 0, 0
+			for _, ad := range a.Addrs {
+				anchor, group := refAnchor(in, ad)
+				best, _ := refEligible(in, ad)
+				if !group || anchor != ad || len(best) == 0 {
+					continue
+				}
+				slots++
+				cands = len(best)
+				perNode[owners[ad]]++
+			}
+			if slots < 2 {
+				continue
+			}
+			checked++
+			share := (slots + cands - 1) / cands
+			for node, n := range perNode {
+				if n > share {
+					t.Fatalf("seed %d: %s owns %d of the %d slots of %s over %d candidates, more than %d", seed, node, n, slots, a.ID, cands, share)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d allocations with several slots checked", checked)
+	}
 }
 
 // TestPropertyRoutes checks Plans' routes against the naive reference on

@@ -234,6 +234,15 @@ func TestValidation(t *testing.T) {
 			a.OwnerLabels = map[string]string{"app": "web", "bad key": "x"}
 		})), []string{"allocation.owner_labels[bad key]"}, ""},
 		{"allocate: sharing key with spaces", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.SharingKey = "a b" })), []string{"allocation.sharing_key"}, ""},
+		{"allocate: address count too high", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.AddressCount = 17 })), []string{"allocation.address_count"}, ""},
+		{"allocate: negative address count", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.AddressCount = -1 })), []string{"allocation.address_count"}, ""},
+		{"allocate: address count with sharing key", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.AddressCount, a.SharingKey = 3, "k" })), []string{"allocation.sharing_key"}, ""},
+		{"allocate: address count with requested addresses", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) {
+			a.AddressCount, a.RequestedAddresses = 2, []string{"192.0.2.1"}
+		})), []string{"allocation.requested_addresses"}, ""},
+		{"allocate: address count with global group", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) {
+			a.AddressCount, a.GlobalGroup = 2, "pools/valid/globalGroups/g"
+		})), []string{"allocation.global_group"}, ""},
 		{"allocate: unknown traffic policy", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.TrafficPolicy = 9 })), []string{"allocation.traffic_policy"}, ""},
 		{"allocate: empty endpoint node", alloc("tenants/c1", withAlloc(func(a *ipamv1.Allocation) { a.EndpointNodes = []string{"n1", ""} })), []string{"allocation.endpoint_nodes[1]"}, ""},
 		{"allocate: bad request_id", func(ctx context.Context) error {

@@ -35,6 +35,7 @@ func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Alloc
 		}
 		out.Announcements = append(out.Announcements, &ipamv1.AllocationAnnouncement{
 			Announcer: "tenants/" + al.Tenant + "/announcers/" + an.Node, Protocol: p, Interfaces: an.Interfaces, Peers: an.Peers,
+			Address: an.Addr,
 		})
 	}
 	for _, c := range a.s.fleet.ConflictsOf(al.Tenant, out.GetAddresses()) {

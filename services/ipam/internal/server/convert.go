@@ -114,6 +114,9 @@ func allocationToProto(a *ipam.Allocation, rev int64) *ipamv1.Allocation {
 		CreateTime:         ts(a.CreateTime),
 		UpdateTime:         ts(a.UpdateTime),
 	}
+	if a.AddressCount > 1 {
+		out.AddressCount = int32(a.AddressCount)
+	}
 	if a.RequestedPool != "" {
 		out.RequestedPool = "pools/" + a.RequestedPool
 	}

@@ -315,6 +315,7 @@ func allocationFromProto(fes *ipam.FieldErrors, tenant string, in *ipamv1.Alloca
 			fes.Add("allocation.requested_addresses", "must be empty with global_group (the group decides its address)")
 		}
 	}
+	addressCount(fes, in, a)
 	switch in.GetGlobalRole() {
 	case ipamv1.GlobalRole_GLOBAL_ROLE_UNSPECIFIED, ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE:
 	case ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP:
@@ -323,4 +324,31 @@ func allocationFromProto(fes *ipam.FieldErrors, tenant string, in *ipamv1.Alloca
 		fes.Add("allocation.global_role", "is not a known role")
 	}
 	return a
+}
+
+// maxAddressCount bounds Allocation.address_count.
+const maxAddressCount = 16
+
+// addressCount validates address_count into a: 0 and 1 are one address
+// per family; several are the allocation's own, so they refuse the fields
+// that would share them or pin them.
+func addressCount(fes *ipam.FieldErrors, in *ipamv1.Allocation, a *ipam.Allocation) {
+	n := in.GetAddressCount()
+	switch {
+	case n < 0 || n > maxAddressCount:
+		fes.Add("allocation.address_count", "must be 0-%d", maxAddressCount)
+		return
+	case n <= 1:
+		return
+	}
+	a.AddressCount = int(n)
+	if in.GetSharingKey() != "" {
+		fes.Add("allocation.sharing_key", "must be empty with address_count above 1 (several addresses are spread over nodes, not shared)")
+	}
+	if in.GetGlobalGroup() != "" {
+		fes.Add("allocation.global_group", "must be empty with address_count above 1 (a global group has one address per family)")
+	}
+	if len(in.GetRequestedAddresses()) > 0 {
+		fes.Add("allocation.requested_addresses", "must be empty with address_count above 1 (the pool's lowest free addresses are given)")
+	}
 }

@@ -30,7 +30,8 @@ function announcedBy(a) {
       ' used by ', h('code', {}, c.hardwareAddress), ' (seen by ', lastSegment(c.announcer), ')'));
   if (!anns.length && !conds.length) return h('span', { class: 'muted' }, 'nobody');
   return h('ul', { class: 'plain' }, anns.map((n) =>
-    h('li', {}, lastSegment(n.announcer), ' ', h('span', { class: 'tag' }, enumLabel(n.protocol, 'ANNOUNCEMENT_PROTOCOL_')))), conds);
+    h('li', {}, lastSegment(n.announcer), ' ', h('span', { class: 'tag' }, enumLabel(n.protocol, 'ANNOUNCEMENT_PROTOCOL_')),
+      n.address ? [' ', h('code', {}, n.address)] : null)), conds);
 }
 
 /** allocationRow renders one allocation; fresh ones are highlighted. */
