@@ -57,6 +57,14 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
+	// The access guard's refusal of an announcer's message, carried through
+	// the session: the guard made that status for the announcer.
+	if errors.Is(err, subscription.ErrRefused) {
+		var se interface{ GRPCStatus() *status.Status }
+		if errors.As(err, &se) {
+			return se.GRPCStatus().Err()
+		}
+	}
 	var fes ipam.FieldErrors
 	var fe *ipam.FieldError
 	switch {

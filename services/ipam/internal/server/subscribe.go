@@ -40,6 +40,18 @@ func (f hubFeed) Subscribe(tenant, node string) (subscription.Plans, func()) {
 	return sess, func() { f.hub.Detach(sess) }
 }
 
+// refusedByGuard reports whether a Recv error is the access guard's
+// refusal of the message (access.Guard checks every message a stream
+// receives) rather than the stream's end: those are the codes the guard
+// refuses messages with, and none that the transport ends a stream with.
+func refusedByGuard(err error) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
 // announcerStream converts the messages of a Subscribe stream to and from
 // a session's, validating what the announcer sends.
 type announcerStream struct {
@@ -51,6 +63,9 @@ type announcerStream struct {
 func (a *announcerStream) Recv() (subscription.Message, error) {
 	msg, err := a.stream.Recv()
 	if err != nil {
+		if refusedByGuard(err) {
+			return subscription.Message{}, fmt.Errorf("%w: %w", subscription.ErrRefused, err)
+		}
 		return subscription.Message{}, err
 	}
 	var fes ipam.FieldErrors

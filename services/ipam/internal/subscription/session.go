@@ -41,6 +41,11 @@ var (
 	// ErrNoHeartbeat ends the session of an announcer that sent nothing
 	// for three heartbeat intervals.
 	ErrNoHeartbeat = errors.New("no heartbeat")
+	// ErrRefused marks a Stream.Recv error that is a refusal of what the
+	// announcer sent by the layer in front of the session (the access
+	// guard: a hello for another node or tenant). Run returns it, wrapped
+	// as the stream gave it, so that the announcer hears why.
+	ErrRefused = errors.New("the announcer's message was refused")
 )
 
 // Lease ties a node's registration to its session.
@@ -174,7 +179,7 @@ func New(cfg Config, stream Stream) *Session {
 func (s *Session) Run(ctx context.Context) error {
 	first, err := s.stream.Recv()
 	if err != nil {
-		if invalid(err) {
+		if invalid(err) || errors.Is(err, ErrRefused) {
 			return err
 		}
 		s.cfg.Logger.InfoContext(ctx, "announcer ended its stream before its hello", "reason", err)
@@ -354,7 +359,7 @@ func (s *Session) receive(beats, dirty chan struct{}, acks chan uint64, lastSeq 
 	for {
 		msg, err := s.stream.Recv()
 		if err != nil {
-			if invalid(err) {
+			if invalid(err) || errors.Is(err, ErrRefused) {
 				return err
 			}
 			return fmt.Errorf("%w: %w", ErrNodeEnded, err)

@@ -3,6 +3,7 @@ package subscription_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"sync"
@@ -80,6 +81,9 @@ func subscribe(t *testing.T, e *env, cfg subscription.Config) (*fakeStream, <-ch
 // Until the announcer's hello is valid, nothing is registered: the session
 // ends with the field errors (the handler makes them InvalidArgument), or
 // with nothing when the announcer ended its stream first.
+// refused is a refusal of the access guard, as the server's stream gives it.
+var refused = fmt.Errorf("%w: %w", subscription.ErrRefused, errors.New("this announcer may subscribe only as node \"n1\""))
+
 func TestHello(t *testing.T) {
 	e := newEnv(t)
 	badNode := ipam.FieldErrors{{Field: "hello.node", Reason: "bad"}}
@@ -94,6 +98,7 @@ func TestHello(t *testing.T) {
 		{"a status report first", subscription.Message{Status: &subscription.Status{}}, nil, []string{"hello"}},
 		{"an invalid hello", subscription.Message{}, badNode, []string{"hello.node"}},
 		{"the stream closed before the hello", subscription.Message{}, io.EOF, nil},
+		{"the hello refused in front of the session", subscription.Message{}, refused, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +106,12 @@ func TestHello(t *testing.T) {
 			done := start(e.ctx, e.config(time.Second, nil), f)
 			f.sendErr(t, tt.first, tt.recvErr)
 			err := ended(t, done)
+			if tt.recvErr == refused {
+				if !errors.Is(err, refused) {
+					t.Errorf("session ended with %v, want the refusal", err)
+				}
+				return
+			}
 			var got []string
 			var fes ipam.FieldErrors
 			if errors.As(err, &fes) {
