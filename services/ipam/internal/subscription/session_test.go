@@ -81,8 +81,8 @@ func subscribe(t *testing.T, e *env, cfg subscription.Config) (*fakeStream, <-ch
 // Until the announcer's hello is valid, nothing is registered: the session
 // ends with the field errors (the handler makes them InvalidArgument), or
 // with nothing when the announcer ended its stream first.
-// refused is a refusal of the access guard, as the server's stream gives it.
-var refused = fmt.Errorf("%w: %w", subscription.ErrRefused, errors.New("this announcer may subscribe only as node \"n1\""))
+// errRefusedHello is a refusal of the access guard, as the server's stream gives it.
+var errRefusedHello = fmt.Errorf("%w: %w", subscription.ErrRefused, errors.New("this announcer may subscribe only as node \"n1\""))
 
 func TestHello(t *testing.T) {
 	e := newEnv(t)
@@ -98,7 +98,7 @@ func TestHello(t *testing.T) {
 		{"a status report first", subscription.Message{Status: &subscription.Status{}}, nil, []string{"hello"}},
 		{"an invalid hello", subscription.Message{}, badNode, []string{"hello.node"}},
 		{"the stream closed before the hello", subscription.Message{}, io.EOF, nil},
-		{"the hello refused in front of the session", subscription.Message{}, refused, nil},
+		{"the hello refused in front of the session", subscription.Message{}, errRefusedHello, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,8 +106,8 @@ func TestHello(t *testing.T) {
 			done := start(e.ctx, e.config(time.Second, nil), f)
 			f.sendErr(t, tt.first, tt.recvErr)
 			err := ended(t, done)
-			if tt.recvErr == refused {
-				if !errors.Is(err, refused) {
+			if errors.Is(tt.recvErr, errRefusedHello) {
+				if !errors.Is(err, errRefusedHello) {
 					t.Errorf("session ended with %v, want the refusal", err)
 				}
 				return
