@@ -276,6 +276,11 @@ bench-k8s: testbins build ## The k8s-adapter's benchmarks (1,000 and 10,000 Serv
 	BEACON_TESTBINS=$(TESTBINS) BEACON_TESTBINS_REQUIRED=1 BEACON_BIN=$(BIN) BEACON_K8S_BENCH=1 \
 	  go test -count=1 -timeout=30m -run 'TestBench' -v ./k8s-adapter/internal/kube/ | grep -E '^(BENCH|--- |ok|FAIL)|bench_test'
 
+.PHONY: bench-scale
+bench-scale: build testbins ## Scale benchmarks: a million allocations, thousands of announcers (tens of minutes; not in make test); prints BENCH lines into bench-scale.out too. SCALE_FLAGS=--quick for a short check.
+	rm -f $(CURDIR)/bench-scale.out
+	go run ./services/ipam/cmd/ipam-scale --ipamd $(BIN)/ipamd --etcd $(TESTBINS)/etcd $(SCALE_FLAGS) --out $(CURDIR)/bench-scale.out
+
 .PHONY: clean
 clean: ## Remove built binaries and local data.
-	rm -rf $(BIN) $(DATA) bench.out
+	rm -rf $(BIN) $(DATA) bench.out bench-scale.out

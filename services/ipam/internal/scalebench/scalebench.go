@@ -1,0 +1,83 @@
+package scalebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/bench"
+)
+
+// Config configures a run.
+type Config struct {
+	// IPAMD is the ipamd binary, for the parts that start replicas as
+	// processes.
+	IPAMD string
+	// Etcd is the etcd binary, for the parts that run a 3-member etcd
+	// cluster; empty embeds etcd.
+	Etcd string
+	// Only, if not empty, limits the run to these parts (see Parts).
+	Only []string
+	// Quick runs each part at its smallest sizes only, to check that it
+	// works (minutes instead of tens of minutes).
+	Quick bool
+	// Log receives progress and the human tables (default io.Discard).
+	Log io.Writer
+}
+
+// part is one scale benchmark: it measures its own figures at its own sizes.
+type part struct {
+	name string
+	run  func(ctx context.Context, cfg Config) ([]bench.Figure, error)
+}
+
+// parts lists every part in the order they run.
+func parts() []part {
+	return []part{
+		{"plan", planChange},     // scale_plan_change_cpu_ms, scale_feed_p99_ms
+		{"reconnect", reconnect}, // scale_reconnect_3000_s, scale_l2_move_10000_ms
+		{"coldstart", coldStart}, // scale_cold_start_1m_s, scale_rss_1m_mib, scale_list_page_p99_ms
+	}
+}
+
+// Parts returns the names of the parts, for --only.
+func Parts() []string {
+	var names []string
+	for _, p := range parts() {
+		names = append(names, p.name)
+	}
+	return names
+}
+
+// errNotBuilt is returned by a part that does not exist yet.
+var errNotBuilt = errors.New("not built yet")
+
+// Run runs every part (or those in cfg.Only) and returns their figures.
+func Run(ctx context.Context, cfg Config) ([]bench.Figure, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	for _, o := range cfg.Only {
+		if !slices.Contains(Parts(), o) {
+			return nil, fmt.Errorf("unknown part %q (parts: %v)", o, Parts())
+		}
+	}
+	var figs []bench.Figure
+	for _, p := range parts() {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, p.name) {
+			continue
+		}
+		start := time.Now()
+		fmt.Fprintf(cfg.Log, "== %s\n", p.name)
+		f, err := p.run(ctx, cfg)
+		if err != nil {
+			return figs, fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Fprintf(cfg.Log, "== %s done in %s\n", p.name, time.Since(start).Round(time.Second))
+		figs = append(figs, f...)
+	}
+	return figs, nil
+}
