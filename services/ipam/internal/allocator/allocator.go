@@ -20,6 +20,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -155,8 +156,8 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 	for attempt := 0; attempt < a.opts.MaxAttempts; attempt++ {
 		now := a.opts.Now()
 		spec := *req
-		plan, err := a.idx.PlanAllocate(&spec, now)
-		if pending := (*index.Pending)(nil); errors.As(err, &pending) {
+		plan, err := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return assign.Allocate(st, &spec, now) })
+		if pending := (*assign.Pending)(nil); errors.As(err, &pending) {
 			// Another allocation this replica is committing decides what
 			// this one gets (it shares its address, or holds the addresses
 			// left): wait for it. Waiting is not a conflict; it does not
@@ -304,7 +305,7 @@ func (a *Allocator) CreationRecords(ctx context.Context, idPrefix, startAfter st
 // confirm checks with etcd that an allocation the index holds is current;
 // fresh false means the index was stale and has been updated.
 func (a *Allocator) confirm(ctx context.Context, al *ipam.Allocation) (Result, bool, error) {
-	ref := index.RefOf(ipam.KindAllocation, al.Tenant, al.ID)
+	ref := ipam.RefOf(ipam.KindAllocation, al.Tenant, al.ID)
 	ev, err := a.store.Get(ctx, ref)
 	if err != nil && !errors.Is(err, ipam.ErrNotFound) {
 		return Result{}, false, err
@@ -375,67 +376,42 @@ func (a *Allocator) Release(ctx context.Context, tenant, id string, etagRev int6
 }
 
 func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int64, hold *time.Duration, meta Meta) (Result, error) {
+	released := func(r replay) Result { return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires} }
 	if r, ok, err := a.replayed(ctx, tenant, meta); ok || err != nil {
-		return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+		return released(r), err
 	}
 	h := a.opts.DefaultHold
 	if hold != nil {
 		h = *hold
 	}
-	readEtag := false
-	for range a.opts.MaxAttempts {
-		now := a.opts.Now()
-		plan, err := a.idx.PlanRelease(tenant, id, etagRev, h, now)
-		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
-			// The etag may come from a write this replica's index has not
-			// seen yet: compare with etcd's copy before refusing.
-			readEtag = true
-			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
-				return Result{}, err
+	return a.rewrite(ctx, rewrite{
+		op: "release", tenant: tenant, id: id, meta: meta, answer: released,
+		decide: func(st assign.State, now time.Time) (*assign.Decision, error) {
+			return assign.Release(st, tenant, id, etagRev, h, now)
+		},
+		record: func(plan *index.Plan, now time.Time) Result {
+			res := Result{Addrs: plan.Before.Addrs}
+			if slices.ContainsFunc(plan.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
+				res.HoldExpires = now.Add(h) // some address is kept (shared ones are not)
 			}
-			continue
-		}
-		if errors.Is(err, ipam.ErrNotFound) {
-			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
-				if err != nil {
-					return Result{}, err
-				}
-				// A retry sent while the first release committed finds
-				// the allocation gone: it answers what the first did.
-				if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
-					return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
-				}
-				// A released owner's hold: releasing it again ends the
-				// hold now (an operator freeing a deleted Service's
-				// address), whatever hold was asked for.
-				if addrs, held, err := a.endHoldOf(ctx, tenant, id, meta); held || err != nil {
-					return Result{Addrs: addrs}, err
-				}
-				return Result{}, notFound(tenant, id)
-			}
-			continue
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		res := Result{Addrs: plan.Before.Addrs}
-		if slices.ContainsFunc(plan.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
-			res.HoldExpires = now.Add(h) // some address is kept (shared ones are not)
-		}
-		a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
-		_, err = a.commit(ctx, plan)
-		if errors.Is(err, ipam.ErrConflict) {
+			a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
+			return res
+		},
+		gone: func(ctx context.Context) (Result, error) {
+			// A retry sent while the first release committed finds the
+			// allocation gone: it answers what the first did.
 			if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
-				return Result{Addrs: r.Addrs, HoldExpires: r.HoldExpires}, err
+				return released(r), err
 			}
-			continue
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		return res, nil
-	}
-	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "release kept conflicting with concurrent changes; retry")
+			// A released owner's hold: releasing it again ends the hold
+			// now (an operator freeing a deleted Service's address),
+			// whatever hold was asked for.
+			if addrs, held, err := a.endHoldOf(ctx, tenant, id, meta); held || err != nil {
+				return Result{Addrs: addrs}, err
+			}
+			return Result{}, notFound(tenant, id)
+		},
+	})
 }
 
 // Renew pushes back the expiry of tenant/id.
@@ -446,42 +422,16 @@ func (a *Allocator) Renew(ctx context.Context, tenant, id string, etagRev int64,
 }
 
 func (a *Allocator) renew(ctx context.Context, tenant, id string, etagRev int64, ttl time.Duration, meta Meta) (Result, error) {
-	readEtag := false
-	for range a.opts.MaxAttempts {
-		now := a.opts.Now()
-		plan, err := a.idx.PlanRenew(tenant, id, etagRev, ttl, now)
-		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
-			// The etag may come from a write this replica's index has not
-			// seen yet: compare with etcd's copy before refusing.
-			readEtag = true
-			if _, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil {
-				return Result{}, err
-			}
-			continue
-		}
-		if errors.Is(err, ipam.ErrNotFound) {
-			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
-				if err != nil {
-					return Result{}, err
-				}
-				return Result{}, notFound(tenant, id)
-			}
-			continue
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		a.addLog(&plan.Change, ipam.ActionRenew, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc)})
-		rev, err := a.commit(ctx, plan)
-		if errors.Is(err, ipam.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		return Result{Allocation: plan.Alloc, Rev: rev}, nil
-	}
-	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "renew kept conflicting with concurrent changes; retry")
+	return a.rewrite(ctx, rewrite{
+		op: "renew", tenant: tenant, id: id, meta: meta,
+		decide: func(st assign.State, now time.Time) (*assign.Decision, error) {
+			return assign.Renew(st, tenant, id, etagRev, ttl, now)
+		},
+		record: func(plan *index.Plan, now time.Time) Result {
+			a.addLog(&plan.Change, ipam.ActionRenew, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc)})
+			return Result{Allocation: plan.Alloc}
+		},
+	})
 }
 
 // Update changes the metadata of tenant/id: change receives a copy of the
@@ -499,41 +449,109 @@ func (a *Allocator) update(ctx context.Context, tenant, id string, etagRev int64
 		}
 		return a.replayAllocation(ctx, tenant, r)
 	}
+	return a.rewrite(ctx, rewrite{
+		op: "update", tenant: tenant, id: id, meta: meta,
+		replayAllocation: true,
+		decide: func(st assign.State, now time.Time) (*assign.Decision, error) {
+			cur, _, ok := st.Allocation(tenant + "/" + id)
+			if !ok {
+				return nil, notFound(tenant, id)
+			}
+			next := *cur
+			change(&next)
+			return assign.Update(st, tenant, id, etagRev, &next, now)
+		},
+		record: func(plan *index.Plan, _ time.Time) Result {
+			a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc), Allocation: plan.Alloc})
+			return Result{Allocation: plan.Alloc}
+		},
+	})
+}
+
+// rewrite is one write to an existing allocation (a release, a renewal
+// or an update), as rewrite runs it.
+type rewrite struct {
+	op         string // for the refusal when it keeps conflicting
+	tenant, id string
+	meta       Meta
+	// decide decides the write on the index's state.
+	decide func(st assign.State, now time.Time) (*assign.Decision, error)
+	// record adds the write's audit and request records to its change and
+	// returns its result (Rev is set on commit).
+	record func(plan *index.Plan, now time.Time) Result
+	// gone answers when the allocation is in neither the index nor etcd
+	// (nil: not found).
+	gone func(ctx context.Context) (Result, error)
+	// answer, if set, turns the stored result of a request with the same
+	// request_id that committed first into this request's answer, after a
+	// conflict (nil: plan again, unless replayAllocation).
+	answer func(replay) Result
+	// replayAllocation answers such a request with its allocation (see
+	// Allocator.replayAllocation).
+	replayAllocation bool
+}
+
+// rewrite runs a write to an existing allocation: it asks assign for the
+// decision and commits it, planning again on conflict (at most
+// Options.MaxAttempts times). A refusal this replica's index may owe to
+// lagging etcd is checked against etcd first: an etag mismatch (once), or
+// an allocation the index does not have.
+func (a *Allocator) rewrite(ctx context.Context, w rewrite) (Result, error) {
+	ref := ipam.RefOf(ipam.KindAllocation, w.tenant, w.id)
+	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
-		cur, _, ok := a.idx.Allocation(tenant + "/" + id)
-		if !ok {
-			if found, err := a.readThrough(ctx, index.RefOf(ipam.KindAllocation, tenant, id)); err != nil || !found {
-				if err != nil {
-					return Result{}, err
-				}
-				return Result{}, notFound(tenant, id)
+		plan, err := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return w.decide(st, now) })
+		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
+			// The etag may come from a write this replica's index has not
+			// seen yet: compare with etcd's copy before refusing.
+			readEtag = true
+			if _, err := a.readThrough(ctx, ref); err != nil {
+				return Result{}, err
 			}
 			continue
 		}
-		next := *cur
-		change(&next)
-		plan, err := a.idx.PlanUpdate(tenant, id, etagRev, &next, now)
+		if errors.Is(err, ipam.ErrNotFound) {
+			if found, err := a.readThrough(ctx, ref); err != nil || !found {
+				if err != nil {
+					return Result{}, err
+				}
+				if w.gone != nil {
+					return w.gone(ctx)
+				}
+				return Result{}, notFound(w.tenant, w.id)
+			}
+			continue
+		}
 		if err != nil {
 			return Result{}, err
 		}
-		a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc), Allocation: plan.Alloc})
+		res := w.record(plan, now)
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
-			if r, ok, err := a.racedRetry(ctx, tenant, meta); ok || err != nil {
+			if w.answer == nil && !w.replayAllocation {
+				continue
+			}
+			if r, ok, err := a.racedRetry(ctx, w.tenant, w.meta); ok || err != nil {
 				if err != nil {
 					return Result{}, err
 				}
-				return a.replayAllocation(ctx, tenant, r)
+				if w.replayAllocation {
+					return a.replayAllocation(ctx, w.tenant, r)
+				}
+				return w.answer(r), nil
 			}
 			continue
 		}
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{Allocation: plan.Alloc, Rev: rev}, nil
+		if res.Allocation != nil {
+			res.Rev = rev
+		}
+		return res, nil
 	}
-	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "update kept conflicting with concurrent changes; retry")
+	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "%s kept conflicting with concurrent changes; retry", w.op)
 }
 
 func notFound(tenant, id string) error {
@@ -596,7 +614,7 @@ func (a *Allocator) replayAllocation(ctx context.Context, tenant string, r repla
 	if r.Allocation != nil {
 		return Result{Allocation: r.Allocation, Rev: r.rev(), Created: r.Created}, nil
 	}
-	ev, err := a.store.Get(ctx, index.RefOf(ipam.KindAllocation, tenant, idOf(r.Name)))
+	ev, err := a.store.Get(ctx, ipam.RefOf(ipam.KindAllocation, tenant, idOf(r.Name)))
 	if err != nil {
 		if errors.Is(err, ipam.ErrNotFound) {
 			return Result{}, ipam.Refuse(ipam.ErrNotFound, "%s was allocated by this request_id but has since been released", r.Name)
@@ -614,7 +632,7 @@ func (a *Allocator) replayAllocation(ctx context.Context, tenant string, r repla
 // revision read; ipam.ErrConflict if it changed meanwhile.
 func (a *Allocator) recordExisting(ctx context.Context, res Result, meta Meta) error {
 	al := res.Allocation
-	ch := ipam.Change{Conds: []ipam.Cond{{Ref: index.RefOf(ipam.KindAllocation, al.Tenant, al.ID), Rev: res.Rev}}}
+	ch := ipam.Change{Conds: []ipam.Cond{{Ref: ipam.RefOf(ipam.KindAllocation, al.Tenant, al.ID), Rev: res.Rev}}}
 	a.addRequest(&ch, al.Tenant, meta, replay{Name: nameOf(al), Allocation: al, Rev: res.Rev})
 	_, _, err := a.store.Commit(ctx, ch)
 	return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -41,7 +43,7 @@ func (a *Allocator) RunExpiry(ctx context.Context) error {
 }
 
 func (a *Allocator) expire(ctx context.Context, ref ipam.Ref, now time.Time) {
-	plan := a.idx.PlanExpire(ref, now)
+	plan := a.planExpire(ref, now)
 	if plan == nil {
 		return
 	}
@@ -63,4 +65,11 @@ func (a *Allocator) expire(ctx context.Context, ref ipam.Ref, now time.Time) {
 		a.logger.WarnContext(ctx, "expiry failed; will retry", "ref", ref.ID, "error", err)
 		a.idx.Requeue(ref, now.Add(time.Second))
 	}
+}
+
+// planExpire asks assign whether ref is due at now and, if so, for the
+// decision that frees it (nil if not due).
+func (a *Allocator) planExpire(ref ipam.Ref, now time.Time) *index.Plan {
+	p, _ := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return assign.Expire(st, ref, now), nil })
+	return p
 }

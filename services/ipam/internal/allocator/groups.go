@@ -20,7 +20,7 @@ type GroupResult struct {
 // record lives with the pools' (adminTenant): groups are the
 // administrator's, like pools.
 func (a *Allocator) CreateGroup(ctx context.Context, g *ipam.GlobalGroup, meta Meta) (GroupResult, error) {
-	ref := index.GroupRef(g.Key())
+	ref := ipam.GroupRef(g.Key())
 	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
 		if err != nil {
 			return GroupResult{}, err
@@ -41,7 +41,7 @@ func (a *Allocator) CreateGroup(ctx context.Context, g *ipam.GlobalGroup, meta M
 			Conds: []ipam.Cond{{Ref: ref}, {Ref: ipam.Ref{Kind: ipam.KindPool, ID: g.Pool}, Rev: pool.Rev}},
 			Puts:  []ipam.Put{{Ref: ref, Value: g}},
 		}
-		if err := a.addRequestValue(&ch, adminTenant, meta, replay{Name: index.GroupName(g.Key()), Created: true}, g); err != nil {
+		if err := a.addRequestValue(&ch, adminTenant, meta, replay{Name: ipam.GroupName(g.Key()), Created: true}, g); err != nil {
 			return GroupResult{}, err
 		}
 		rev, fresh, err := a.store.Commit(ctx, ch)
@@ -54,7 +54,7 @@ func (a *Allocator) CreateGroup(ctx context.Context, g *ipam.GlobalGroup, meta M
 			}
 			for _, ev := range fresh {
 				if ev.Ref == ref && ev.Value != nil {
-					return GroupResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", index.GroupName(g.Key()))
+					return GroupResult{}, ipam.Refuse(ipam.ErrAlreadyExists, "%s already exists", ipam.GroupName(g.Key()))
 				}
 			}
 			continue // the pool changed: read it again
@@ -84,7 +84,7 @@ func (a *Allocator) Group(ctx context.Context, key string) (index.GroupState, er
 	}
 	st, ok := a.idx.Group(key)
 	if !ok {
-		return index.GroupState{}, ipam.Refuse(ipam.ErrNotFound, "%s not found", index.GroupName(key))
+		return index.GroupState{}, ipam.Refuse(ipam.ErrNotFound, "%s not found", ipam.GroupName(key))
 	}
 	return st, nil
 }
@@ -92,7 +92,7 @@ func (a *Allocator) Group(ctx context.Context, key string) (index.GroupState, er
 // UpdateGroup changes a group's description and grants (next edits a
 // copy). Revoking a tenant's grant keeps its member: it stops new joins.
 func (a *Allocator) UpdateGroup(ctx context.Context, key string, etagRev int64, next func(*ipam.GlobalGroup), meta Meta) (GroupResult, error) {
-	ref := index.GroupRef(key)
+	ref := ipam.GroupRef(key)
 	if r, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
 		if err != nil {
 			return GroupResult{}, err
@@ -102,19 +102,19 @@ func (a *Allocator) UpdateGroup(ctx context.Context, key string, etagRev int64, 
 	for range a.opts.MaxAttempts {
 		cur, err := a.GetConfig(ctx, ref)
 		if errors.Is(err, ipam.ErrNotFound) {
-			return GroupResult{}, ipam.Refuse(ipam.ErrNotFound, "%s not found", index.GroupName(key))
+			return GroupResult{}, ipam.Refuse(ipam.ErrNotFound, "%s not found", ipam.GroupName(key))
 		}
 		if err != nil {
 			return GroupResult{}, err
 		}
 		if etagRev > 0 && etagRev != cur.Rev {
-			return GroupResult{}, ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", index.GroupName(key))
+			return GroupResult{}, ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", ipam.GroupName(key))
 		}
 		g := *cur.Value.(*ipam.GlobalGroup)
 		next(&g)
 		g.UpdateTime = a.opts.Now()
 		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Puts: []ipam.Put{{Ref: ref, Value: &g}}}
-		if err := a.addRequestValue(&ch, adminTenant, meta, replay{Name: index.GroupName(key)}, &g); err != nil {
+		if err := a.addRequestValue(&ch, adminTenant, meta, replay{Name: ipam.GroupName(key)}, &g); err != nil {
 			return GroupResult{}, err
 		}
 		rev, _, err := a.store.Commit(ctx, ch)
@@ -133,7 +133,7 @@ func (a *Allocator) UpdateGroup(ctx context.Context, key string, etagRev int64, 
 		a.idx.Apply([]ipam.Event{{Ref: ref, Value: &g, Rev: rev}}, 0)
 		return GroupResult{Group: &g, Rev: rev}, nil
 	}
-	return GroupResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", index.GroupName(key))
+	return GroupResult{}, ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ipam.GroupName(key))
 }
 
 // DeleteGroup deletes a global group that has no members. The delete is
@@ -141,7 +141,7 @@ func (a *Allocator) UpdateGroup(ctx context.Context, key string, etagRev int64, 
 // joining meanwhile writes the guard (see index.GroupShareRef), so the
 // delete conflicts and sees the member when it tries again.
 func (a *Allocator) DeleteGroup(ctx context.Context, key string, etagRev int64, meta Meta) error {
-	ref := index.GroupRef(key)
+	ref := ipam.GroupRef(key)
 	if _, ok, err := a.replayed(ctx, adminTenant, meta); ok || err != nil {
 		return err
 	}
@@ -156,20 +156,20 @@ func (a *Allocator) DeleteGroup(ctx context.Context, key string, etagRev int64, 
 			return err
 		}
 		if etagRev > 0 && etagRev != st.Rev {
-			return ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", index.GroupName(key))
+			return ipam.Refuse(ipam.ErrEtagMismatch, "%s changed since etag was read", ipam.GroupName(key))
 		}
 		if n := len(st.Members); n > 0 {
 			m := st.Members[0]
-			return ipam.Refuse(ipam.ErrInUse, "%s has %d member(s), such as %q of tenant %q: release them first", index.GroupName(key), n, m.Owner, m.Tenant)
+			return ipam.Refuse(ipam.ErrInUse, "%s has %d member(s), such as %q of tenant %q: release them first", ipam.GroupName(key), n, m.Owner, m.Tenant)
 		}
 		ch := ipam.Change{
-			Conds:   []ipam.Cond{{Ref: ref, Rev: st.Rev}, {Ref: index.GroupShareRef(key), Rev: st.GuardRev}},
+			Conds:   []ipam.Cond{{Ref: ref, Rev: st.Rev}, {Ref: ipam.GroupShareRef(key), Rev: st.GuardRev}},
 			Deletes: []ipam.Ref{ref},
 		}
 		for _, addr := range st.Addrs {
-			ch.Conds = append(ch.Conds, ipam.Cond{Ref: index.ClaimRef(addr)}) // none: no member
+			ch.Conds = append(ch.Conds, ipam.Cond{Ref: ipam.ClaimRef(addr)}) // none: no member
 		}
-		a.addRequest(&ch, adminTenant, meta, replay{Name: index.GroupName(key)})
+		a.addRequest(&ch, adminTenant, meta, replay{Name: ipam.GroupName(key)})
 		rev, fresh, err := a.store.Commit(ctx, ch)
 		if errors.Is(err, ipam.ErrConflict) {
 			if _, ok, err := a.racedRetry(ctx, adminTenant, meta); ok || err != nil {
@@ -186,7 +186,7 @@ func (a *Allocator) DeleteGroup(ctx context.Context, key string, etagRev int64, 
 		}
 		return err
 	}
-	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", index.GroupName(key))
+	return ipam.Refuse(ipam.ErrTooMuchContention, "%s kept changing concurrently; retry", ipam.GroupName(key))
 }
 
 // refuseL2 refuses a global group's member that one of its tenant's L2
@@ -200,7 +200,7 @@ func (a *Allocator) refuseL2(ctx context.Context, req *ipam.Allocation) error {
 	}
 	st, ok := a.idx.Group(req.GlobalGroup)
 	if !ok {
-		return nil // PlanAllocate refuses it, after catching up
+		return nil // assign.Allocate refuses it, after catching up
 	}
 	pool, _, ok := a.idx.Pool(st.Group.Pool)
 	if !ok {
@@ -218,7 +218,7 @@ func (a *Allocator) refuseL2(ctx context.Context, req *ipam.Allocation) error {
 			if (all || slices.Contains(ad.Pools, pool.Name) || selector.AnyMatches(ad.PoolSelectors, pool.Labels) && len(ad.PoolSelectors) > 0) &&
 				selector.AnyMatches(ad.OwnerSelectors, req.OwnerLabels) {
 				return ipam.Refuse(ipam.ErrNotAllowed, "L2 advertisement %q of tenant %q selects pool %q of global group %s: a global address is announced over BGP only (L2 is per segment); narrow the L2 advertisement's pools or owner selectors",
-					ad.ID, req.Tenant, pool.Name, index.GroupName(req.GlobalGroup))
+					ad.ID, req.Tenant, pool.Name, ipam.GroupName(req.GlobalGroup))
 			}
 		}
 		if !page.More || len(page.Items) == 0 {

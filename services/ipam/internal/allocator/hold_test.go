@@ -89,7 +89,7 @@ func TestAllocateSeesHoldUnseenByIndex(t *testing.T) {
 	if len(page.Items) != 0 {
 		t.Errorf("holds left: %+v", page.Items)
 	}
-	claims, err := st.ClaimsIn(ctx, index.ClaimRef(netip.MustParseAddr("192.0.2.0")), index.ClaimRef(netip.MustParseAddr("192.0.2.7")), 0)
+	claims, err := st.ClaimsIn(ctx, ipam.ClaimRef(netip.MustParseAddr("192.0.2.0")), ipam.ClaimRef(netip.MustParseAddr("192.0.2.7")), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
-	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -175,7 +174,7 @@ func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int
 				return PoolResult{}, fmt.Errorf("allocator: pool space: %w", err)
 			}
 			for _, r := range cur.Pool.Ranges {
-				claims, err := a.store.ClaimsIn(ctx, index.ClaimRef(r.From), index.ClaimRef(r.To), rev)
+				claims, err := a.store.ClaimsIn(ctx, ipam.ClaimRef(r.From), ipam.ClaimRef(r.To), rev)
 				if err != nil {
 					return PoolResult{}, err
 				}
@@ -188,7 +187,7 @@ func (a *Allocator) UpdatePool(ctx context.Context, next *ipam.Pool, etagRev int
 				if len(lost) > 0 {
 					return PoolResult{}, ipam.Refuse(ipam.ErrPoolInUse, "the change would remove %d address(es) in use from the pool: %s; release them (or their holds) first", len(lost), a.describeClaims(lost, maxDescribed))
 				}
-				ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: rev})
+				ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: ipam.ClaimRef(r.From), To: ipam.ClaimRef(r.To), Since: rev})
 			}
 			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: ipam.Ref{Kind: ipam.KindPool}, To: ipam.Ref{Kind: ipam.KindPool}, Since: rev})
 		}
@@ -223,7 +222,7 @@ func spaceChanged(a, b *ipam.Pool) bool {
 func (a *Allocator) poolClaims(ctx context.Context, p *ipam.Pool, rev int64) ([]ipam.Event, error) {
 	var out []ipam.Event
 	for _, r := range p.Ranges {
-		claims, err := a.store.ClaimsIn(ctx, index.ClaimRef(r.From), index.ClaimRef(r.To), rev)
+		claims, err := a.store.ClaimsIn(ctx, ipam.ClaimRef(r.From), ipam.ClaimRef(r.To), rev)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +273,7 @@ func (a *Allocator) DeletePool(ctx context.Context, name string, etagRev int64, 
 		}
 		ch := ipam.Change{Conds: []ipam.Cond{{Ref: ref, Rev: cur.Rev}}, Deletes: []ipam.Ref{ref}}
 		for _, r := range cur.Pool.Ranges {
-			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: index.ClaimRef(r.From), To: index.ClaimRef(r.To), Since: cur.Rev})
+			ch.Unchanged = append(ch.Unchanged, ipam.RangeCond{From: ipam.ClaimRef(r.From), To: ipam.ClaimRef(r.To), Since: cur.Rev})
 		}
 		a.addRequest(&ch, adminTenant, meta, replay{Name: "pools/" + name, Released: released})
 		crev, _, err := a.store.Commit(ctx, ch)
@@ -329,11 +328,11 @@ func (a *Allocator) drain(ctx context.Context, cur PoolResult, claims []ipam.Eve
 
 // endHold frees the addresses kept for a released owner now.
 func (a *Allocator) endHold(ctx context.Context, tenant, id string, meta Meta) error {
-	ref := index.RefOf(ipam.KindHold, tenant, id)
+	ref := ipam.RefOf(ipam.KindHold, tenant, id)
 	if _, err := a.readThrough(ctx, ref); err != nil {
 		return err
 	}
-	plan := a.idx.PlanExpire(ref, farFuture)
+	plan := a.planExpire(ref, farFuture)
 	if plan == nil {
 		return nil
 	}
@@ -354,7 +353,7 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // endHoldOf ends the hold kept for the released allocation tenant/id, if
 // there is one, and returns its addresses; held reports whether there was.
 func (a *Allocator) endHoldOf(ctx context.Context, tenant, id string, meta Meta) (addrs []netip.Addr, held bool, err error) {
-	ref := index.RefOf(ipam.KindHold, tenant, id)
+	ref := ipam.RefOf(ipam.KindHold, tenant, id)
 	for range a.opts.MaxAttempts {
 		found, err := a.readThrough(ctx, ref)
 		if err != nil || !found {
@@ -364,7 +363,7 @@ func (a *Allocator) endHoldOf(ctx context.Context, tenant, id string, meta Meta)
 		if !ok {
 			return nil, false, nil
 		}
-		plan := a.idx.PlanExpire(ref, farFuture)
+		plan := a.planExpire(ref, farFuture)
 		if plan == nil {
 			return nil, false, nil
 		}

@@ -51,7 +51,7 @@ func TestCreationRecordLife(t *testing.T) {
 		t.Fatalf("first record of a limit of 1: %v, more %v; want 0001 and more", recs, more)
 	}
 
-	renew, err := x.PlanRenew("c1", a.Alloc.ID, 0, 2*time.Hour, t0)
+	renew, err := planRenew(x, "c1", a.Alloc.ID, 0, 2*time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestCreationRecordLife(t *testing.T) {
 	next := *renew.Alloc
 	next.Created = nil // a caller cannot drop it
 	next.OwnerLabels = map[string]string{"app": "web"}
-	upd, err := x.PlanUpdate("c1", a.Alloc.ID, 0, &next, t0)
+	upd, err := planUpdate(x, "c1", a.Alloc.ID, 0, &next, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestCreationRecordLife(t *testing.T) {
 	}
 
 	// Released with a hold: the record goes to the log, not into the hold.
-	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Minute, t0)
+	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Minute, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

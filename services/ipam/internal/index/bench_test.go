@@ -26,14 +26,14 @@ func BenchmarkPlanReclaimHeld(b *testing.B) {
 			held = addr
 			c = &ipam.Claim{Addr: addr, Pool: "full", Tenant: "c1", HeldFor: "gone"}
 			h := &ipam.Hold{Allocation: ipam.Allocation{Tenant: "c1", ID: "gone", Addrs: []netip.Addr{addr}, Pool: "full"}, ExpireTime: t0.Add(time.Hour)}
-			events = append(events, ipam.Event{Ref: RefOf(ipam.KindHold, "c1", "gone"), Value: h, Rev: 2})
+			events = append(events, ipam.Event{Ref: ipam.RefOf(ipam.KindHold, "c1", "gone"), Value: h, Rev: 2})
 		}
-		events = append(events, ipam.Event{Ref: ClaimRef(addr), Value: c, Rev: 2})
+		events = append(events, ipam.Event{Ref: ipam.ClaimRef(addr), Value: c, Rev: 2})
 		addr = addr.Next()
 	}
 	x.Apply(events, 2)
 	for i := 0; b.Loop(); i++ {
-		pl, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: fmt.Sprintf("o%d", i)}, t0)
+		pl, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: fmt.Sprintf("o%d", i)}, t0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,11 +4,14 @@
 // current values read when a commit conflicts; every object is kept at the
 // newest revision seen, so the order those arrive in does not matter.
 //
-// Planning an allocation reads only this index: finding a free address costs
-// O(log n) in the number of free fragments of one pool, never a scan of etcd
-// or of a pool address by address. Plans are proposals: the store commits
-// them only if every object they read is unchanged, so a stale index costs a
-// retry, never a double allocation.
+// It holds no allocation rules: package assign decides, reading the index
+// through State under the index's lock (see Index.Plan), and the index
+// keeps what a decision being committed takes (its free addresses, its
+// sharing key, its quota count) until it is settled. Finding a free address
+// costs O(log n) in the number of free fragments of one pool, never a scan
+// of etcd or of a pool address by address. Plans are proposals: the store
+// commits them only if every object they read is unchanged, so a stale
+// index costs a retry, never a double allocation.
 //
 // It imports no storage and no transport.
 package index
@@ -21,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -36,16 +40,17 @@ type Index struct {
 	poolClaims map[string]map[netip.Addr]struct{}
 	// heldIn holds, per pool name, the addresses of its claims kept for a
 	// released owner, in order: a full pool reclaims the lowest without
-	// scanning its claims (see reclaimHeld).
+	// scanning its claims (see poolView.LowestHeldN).
 	heldIn  map[string]*heldSet
-	sharing map[shareKey]map[netip.Addr]struct{}
+	sharing map[assign.ShareKey]map[netip.Addr]struct{}
 	// reserved holds the addresses plans being committed have taken, with
-	// their plan: another plan that needs one waits for it (see Pending).
+	// their plan: another plan that needs one waits for it (see
+	// assign.Pending).
 	reserved map[netip.Addr]*Plan
 	// inFlight holds, per sharing key, the plan being committed that
 	// allocates under it; another plan under the key waits for it (see
-	// Pending).
-	inFlight   map[shareKey]*Plan
+	// assign.Pending).
+	inFlight   map[assign.ShareKey]*Plan
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
 	quotas     map[string]uint64      // tenant -> max addresses (0: none)
@@ -58,8 +63,6 @@ type Index struct {
 	progress   int64
 	wake       chan struct{}
 }
-
-type shareKey struct{ tenant, key string }
 
 type allocEntry struct {
 	a   *ipam.Allocation
@@ -85,9 +88,9 @@ func New() *Index {
 		holds:      make(map[string]*holdEntry),
 		poolClaims: make(map[string]map[netip.Addr]struct{}),
 		heldIn:     make(map[string]*heldSet),
-		sharing:    make(map[shareKey]map[netip.Addr]struct{}),
+		sharing:    make(map[assign.ShareKey]map[netip.Addr]struct{}),
 		reserved:   make(map[netip.Addr]*Plan),
-		inFlight:   make(map[shareKey]*Plan),
+		inFlight:   make(map[assign.ShareKey]*Plan),
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
 		tenantRevs: make(map[string]int64),
@@ -330,7 +333,7 @@ func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
 		p.take(addr)
 		p.count(addr, true)
 	}
-	if k, ok := claimShareKey(c); ok {
+	if k, ok := assign.ClaimShareKey(c); ok {
 		if x.sharing[k] == nil {
 			x.sharing[k] = make(map[netip.Addr]struct{})
 		}
@@ -356,7 +359,7 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	if hasPool {
 		p.count(addr, false)
 	}
-	if k, ok := claimShareKey(c); ok {
+	if k, ok := assign.ClaimShareKey(c); ok {
 		delete(x.sharing[k], addr)
 		if len(x.sharing[k]) == 0 {
 			delete(x.sharing, k)
@@ -368,28 +371,6 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	if hasPool {
 		p.give(addr)
 	}
-}
-
-// reserve takes addr out of its pool's free list while a plan that uses it
-// is being committed, so that concurrent plans pick other addresses.
-func (x *Index) reserve(p *poolEntry, addr netip.Addr, by *Plan) {
-	if by.done == nil {
-		by.done = make(chan struct{})
-	}
-	x.reserved[addr] = by
-	p.take(addr)
-}
-
-// Unreserve ends the reservations of a plan: after its commit was applied
-// (the claims now hold the addresses) or after it failed (they are free again
-// unless someone else claimed them).
-func (x *Index) Unreserve(p *Plan) {
-	if p == nil || (len(p.reserved) == 0 && p.done == nil && p.adds == 0) {
-		return
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.unreserveLocked(p)
 }
 
 // sortedPools returns the pools in name order.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -47,7 +48,7 @@ func plan(t *testing.T, x *Index, owner string, mod ...func(*ipam.Allocation)) *
 	for _, m := range mod {
 		m(a)
 	}
-	p, err := x.PlanAllocate(a, t0)
+	p, err := planAllocate(x, a, t0)
 	if err != nil {
 		t.Fatalf("plan %s: %v", owner, err)
 	}
@@ -84,10 +85,10 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 	// The plan's conditions: allocation, owner's hold and claim absent,
 	// pool at its revision.
 	want := []ipam.Cond{
-		{Ref: RefOf(ipam.KindAllocation, "c1", ipam.AllocationID("three"))},
-		{Ref: RefOf(ipam.KindHold, "c1", ipam.AllocationID("three"))},
+		{Ref: ipam.RefOf(ipam.KindAllocation, "c1", ipam.AllocationID("three"))},
+		{Ref: ipam.RefOf(ipam.KindHold, "c1", ipam.AllocationID("three"))},
 		{Ref: ipam.Ref{Kind: ipam.KindPool, ID: "web"}, Rev: 1},
-		{Ref: ClaimRef(netip.MustParseAddr("192.0.2.1"))},
+		{Ref: ipam.ClaimRef(netip.MustParseAddr("192.0.2.1"))},
 	}
 	if diff := cmp.Diff(want, p3.Change.Conds, addrCmp); diff != "" {
 		t.Fatalf("conds (-want +got):\n%s", diff)
@@ -103,7 +104,7 @@ func TestExhaustion(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "tiny", "192.0.2.7"), 1)}, 1)
 	commit(t, x, plan(t, x, "one"), 2)
-	_, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "two"}, t0)
+	_, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "two"}, t0)
 	if !errors.Is(err, ipam.ErrPoolExhausted) {
 		t.Fatalf("got %v, want ErrPoolExhausted", err)
 	}
@@ -113,7 +114,7 @@ func TestExhaustion(t *testing.T) {
 // order loads them), stale events after newer ones, a put after a delete.
 func TestApplyOrderIndependence(t *testing.T) {
 	addr := netip.MustParseAddr("192.0.2.0")
-	claim := ipam.Event{Ref: ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1", Holders: []ipam.Holder{{Allocation: "a1"}}}, Rev: 5}
+	claim := ipam.Event{Ref: ipam.ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1", Holders: []ipam.Holder{{Allocation: "a1"}}}, Rev: 5}
 	x := New()
 	x.Apply([]ipam.Event{claim, poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 5)
 	if got := plan(t, x, "two").Alloc.Addrs; got[0] != netip.MustParseAddr("192.0.2.1") {
@@ -121,8 +122,8 @@ func TestApplyOrderIndependence(t *testing.T) {
 	}
 	x = New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
-	x.Apply([]ipam.Event{{Ref: ClaimRef(addr), Rev: 7}}, 0) // deleted at 7
-	x.Apply([]ipam.Event{claim}, 0)                         // stale put at 5
+	x.Apply([]ipam.Event{{Ref: ipam.ClaimRef(addr), Rev: 7}}, 0) // deleted at 7
+	x.Apply([]ipam.Event{claim}, 0)                              // stale put at 5
 	if got := plan(t, x, "two").Alloc.Addrs; got[0] != addr {
 		t.Fatalf("stale put resurrected a deleted claim: got %v", got)
 	}
@@ -135,7 +136,7 @@ func TestReleaseHoldAndReturn(t *testing.T) {
 	commit(t, x, p, 2)
 	id := p.Alloc.ID
 
-	rel, err := x.PlanRelease("c1", id, 0, time.Minute, t0)
+	rel, err := planRelease(x, "c1", id, 0, time.Minute, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestReleaseHoldAndReturn(t *testing.T) {
 	if diff := cmp.Diff(p.Alloc.Addrs, back.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("returning owner got other addresses: %s", diff)
 	}
-	if !containsRef(back.Change.Deletes, RefOf(ipam.KindHold, "c1", id)) {
+	if !containsRef(back.Change.Deletes, ipam.RefOf(ipam.KindHold, "c1", id)) {
 		t.Fatal("returning owner's plan does not end the hold")
 	}
 }
@@ -162,7 +163,7 @@ func TestFullPoolReclaimsHeld(t *testing.T) {
 	commit(t, x, a, 2)
 	b := plan(t, x, "b")
 	commit(t, x, b, 3)
-	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestFullPoolReclaimsHeld(t *testing.T) {
 	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("full pool did not reclaim the held address: %s", diff)
 	}
-	if !containsRef(c.Change.Deletes, RefOf(ipam.KindHold, "c1", a.Alloc.ID)) {
+	if !containsRef(c.Change.Deletes, ipam.RefOf(ipam.KindHold, "c1", a.Alloc.ID)) {
 		t.Fatal("reclaim does not end the hold")
 	}
 }
@@ -187,7 +188,7 @@ func TestSharingPlan(t *testing.T) {
 			}
 		}
 	}
-	guard := ShareRef("c1", "k")
+	guard := ipam.ShareRef("c1", "k")
 	// guardCond returns the plan's condition on the key's guard and whether
 	// the plan writes the guard.
 	guardCond := func(p *Plan) (ipam.Cond, bool) {
@@ -225,7 +226,7 @@ func TestSharingPlan(t *testing.T) {
 		t.Fatalf("a new address under the key: guard written %v with condition %+v, want written at revision 2", writes, c)
 	}
 	// Releasing one sharer keeps the address for the other.
-	rel, err := x.PlanRelease("c1", h.Alloc.ID, 0, 0, t0)
+	rel, err := planRelease(x, "c1", h.Alloc.ID, 0, 0, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestDueExpiry(t *testing.T) {
 	if len(due) != 1 {
 		t.Fatalf("nothing due after the ttl: %v", due)
 	}
-	exp := x.PlanExpire(due[0], t0.Add(2*time.Minute))
+	exp := planExpire(x, due[0], t0.Add(2*time.Minute))
 	if exp == nil || len(exp.Change.Deletes) != 2 {
 		t.Fatalf("expire plan = %+v", exp)
 	}
@@ -295,7 +296,7 @@ func TestUsageCounts(t *testing.T) {
 	check("three dual-stack", map[ipam.Family]uint64{ipam.IPv4: 3, ipam.IPv6: 3})
 	x.Unreserve(inFlight)
 
-	rel, err := x.PlanRelease("c1", ipam.AllocationID("a"), 0, 0, t0)
+	rel, err := planRelease(x, "c1", ipam.AllocationID("a"), 0, 0, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestUsageCounts(t *testing.T) {
 	rev++
 	check("one released", map[ipam.Family]uint64{ipam.IPv4: 2, ipam.IPv6: 2})
 
-	held, err := x.PlanRelease("c1", ipam.AllocationID("b"), 0, time.Hour, t0)
+	held, err := planRelease(x, "c1", ipam.AllocationID("b"), 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +328,8 @@ func TestPending(t *testing.T) {
 		}
 	}
 	first := plan(t, x, "a", keyed(80))
-	_, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "b", SharingKey: "k", Ports: []ipam.Port{{Number: 443, Protocol: ipam.TCP}}}, t0)
-	var pending *Pending
+	_, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "b", SharingKey: "k", Ports: []ipam.Port{{Number: 443, Protocol: ipam.TCP}}}, t0)
+	var pending *assign.Pending
 	if !errors.As(err, &pending) {
 		t.Fatalf("second plan under the key: %v, want Pending", err)
 	}
@@ -377,18 +378,18 @@ func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
 		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
 	}, 2)
 	first := plan(t, x, "a")
-	if !slices.ContainsFunc(first.Change.Puts, func(p ipam.Put) bool { return p.Ref == TenantGuardRef("c1") }) ||
-		!slices.Contains(first.Change.Conds, ipam.Cond{Ref: TenantGuardRef("c1")}) {
+	if !slices.ContainsFunc(first.Change.Puts, func(p ipam.Put) bool { return p.Ref == ipam.TenantGuardRef("c1") }) ||
+		!slices.Contains(first.Change.Conds, ipam.Cond{Ref: ipam.TenantGuardRef("c1")}) {
 		t.Fatalf("a plan of a tenant with a quota does not write its guard: %+v", first.Change)
 	}
 	second := plan(t, x, "b")
-	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
+	if _, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
 		t.Fatalf("third plan with two in flight and a quota of 2: %v, want ErrQuotaExceeded", err)
 	}
 	x.Unreserve(second) // given up
 	commit(t, x, first, 3)
 	third := plan(t, x, "c")
-	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "d"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
+	if _, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "d"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
 		t.Fatalf("with one committed and one in flight: %v, want ErrQuotaExceeded", err)
 	}
 	commit(t, x, third, 4)
@@ -409,8 +410,8 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 		t.Fatalf("after the release: %d held, %d used; want 1 and 1", x.heldAddrs["c1"], x.Used("c1"))
 	}
 	c := plan(t, x, "c")
-	if !slices.Contains(c.Change.Deletes, RefOf(ipam.KindHold, "c1", a.Alloc.ID)) ||
-		!slices.Contains(c.Change.Deletes, ClaimRef(a.Alloc.Addrs[0])) {
+	if !slices.Contains(c.Change.Deletes, ipam.RefOf(ipam.KindHold, "c1", a.Alloc.ID)) ||
+		!slices.Contains(c.Change.Deletes, ipam.ClaimRef(a.Alloc.Addrs[0])) {
 		t.Fatalf("the allocation at the quota does not end a's hold and free its address: deletes %v", c.Change.Deletes)
 	}
 	commit(t, x, c, 6)
@@ -419,7 +420,7 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 	}
 	// Under the quota, holds are left alone.
 	x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 10}, Rev: 7}}, 7)
-	rel, err := x.PlanRelease("c1", c.Alloc.ID, 0, time.Hour, t0)
+	rel, err := planRelease(x, "c1", c.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +458,7 @@ func atQuotaWithHold(t *testing.T, ranges string) (*Index, *Plan) {
 	a := plan(t, x, "a")
 	commit(t, x, a, 3)
 	commit(t, x, plan(t, x, "b"), 4)
-	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

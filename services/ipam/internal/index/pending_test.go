@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -31,7 +32,7 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 		{name: "held address not reclaimed", setup: func(t *testing.T, x *Index) {
 			h := plan(t, x, "held", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.2") })
 			commit(t, x, h, 3)
-			rel, err := x.PlanRelease("c1", h.Alloc.ID, 0, time.Hour, t0)
+			rel, err := planRelease(x, "c1", h.Alloc.ID, 0, time.Hour, t0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,8 +50,8 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 			if tc.req != nil {
 				tc.req(req)
 			}
-			_, err := x.PlanAllocate(req, t0)
-			var pending *Pending
+			_, err := planAllocate(x, req, t0)
+			var pending *assign.Pending
 			if !errors.As(err, &pending) {
 				t.Fatalf("plan while the last address is in flight: %v, want Pending", err)
 			}
@@ -64,7 +65,7 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 			if tc.req != nil {
 				tc.req(req)
 			}
-			got, err := x.PlanAllocate(req, t0)
+			got, err := planAllocate(x, req, t0)
 			if err != nil {
 				t.Fatal(err)
 			}

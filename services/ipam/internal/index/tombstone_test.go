@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/assign"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -19,14 +20,14 @@ import (
 // stay deleted: the pool must not look full when it is not.
 func TestDeletedClaimStaysDeletedAfterPruneAndReplay(t *testing.T) {
 	addr := netip.MustParseAddr("192.0.2.0")
-	claim := ipam.Event{Ref: ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1"}, Rev: 2}
+	claim := ipam.Event{Ref: ipam.ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1"}, Rev: 2}
 	for _, tc := range []struct {
 		name   string
 		replay func(x *Index)
 	}{
 		{"out of band, as a conflict read", func(x *Index) { x.Apply([]ipam.Event{claim}, 0) }},
 		{"as a commit applied late", func(x *Index) {
-			x.Committed(&Plan{Change: ipam.Change{Puts: []ipam.Put{{Ref: claim.Ref, Value: claim.Value}}}}, claim.Rev)
+			x.Committed(&Plan{Decision: &assign.Decision{Change: ipam.Change{Puts: []ipam.Put{{Ref: claim.Ref, Value: claim.Value}}}}}, claim.Rev)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,7 +61,7 @@ func TestHeldSetFollowsClaims(t *testing.T) {
 	a := plan(t, x, "a")
 	commit(t, x, a, 2)
 	commit(t, x, plan(t, x, "b"), 3)
-	rel, err := x.PlanRelease("c1", a.Alloc.ID, 0, time.Hour, t0)
+	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestHeldSetFollowsClaims(t *testing.T) {
 		t.Fatalf("owner got %v back, want %v", back.Alloc.Addrs, a.Alloc.Addrs)
 	}
 	commit(t, x, back, 5)
-	if _, err := x.PlanAllocate(&ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrPoolExhausted) {
+	if _, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrPoolExhausted) {
 		t.Fatalf("plan in a full pool with nothing held = %v, want ErrPoolExhausted", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
 	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
-	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -161,7 +160,7 @@ func matchAllocation(f filter.Filter, a *ipam.Allocation) bool {
 				if a.GlobalGroup == "" {
 					return "", true
 				}
-				return index.GroupName(a.GlobalGroup), true
+				return ipam.GroupName(a.GlobalGroup), true
 			case "address":
 				return addr.String(), true
 			}

@@ -130,7 +130,7 @@ func allocationToProto(a *ipam.Allocation, rev int64) *ipamv1.Allocation {
 		out.Ttl = durationpb.New(a.TTL)
 	}
 	if a.GlobalGroup != "" {
-		out.GlobalGroup = index.GroupName(a.GlobalGroup)
+		out.GlobalGroup = ipam.GroupName(a.GlobalGroup)
 		out.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_ACTIVE
 		if a.GlobalBackup {
 			out.GlobalRole = ipamv1.GlobalRole_GLOBAL_ROLE_BACKUP

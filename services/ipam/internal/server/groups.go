@@ -55,7 +55,7 @@ func groupTenants(fes *ipam.FieldErrors, field string, in []string) []string {
 func groupToProto(st index.GroupState) *ipamv1.GlobalGroup {
 	g := st.Group
 	out := &ipamv1.GlobalGroup{
-		Name: index.GroupName(g.Key()), Uid: g.UID, Description: g.Description, Addresses: addrsToProto(st.Addrs),
+		Name: ipam.GroupName(g.Key()), Uid: g.UID, Description: g.Description, Addresses: addrsToProto(st.Addrs),
 		Etag: etag(st.Rev), CreateTime: ts(g.CreateTime), UpdateTime: ts(g.UpdateTime),
 	}
 	for _, t := range g.Tenants {

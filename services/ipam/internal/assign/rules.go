@@ -1,27 +1,17 @@
-package ipam
+package assign
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
-// AllocationID returns the ID of the allocation of owner: "a" and the first 20
-// hex digits of the SHA-256 of owner. Deriving it makes Allocate idempotent
-// per owner with no separate owner index: the owner's allocation has exactly
-// one possible key.
-func AllocationID(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return "a" + hex.EncodeToString(sum[:10])
-}
-
 // PolicyMatches reports whether an owner matches a pool's policy: every
 // criterion that is set must hold (MetalLB serviceAllocation).
-func PolicyMatches(p *Policy, a *Allocation) bool {
+func PolicyMatches(p *ipam.Policy, a *ipam.Allocation) bool {
 	if p == nil {
 		return true
 	}
@@ -42,15 +32,15 @@ func PolicyMatches(p *Policy, a *Allocation) bool {
 // policy admit it; first those with a policy, by priority (1 first, unset
 // last), then those without a policy; ties by name. A pool being deleted is
 // never a candidate.
-func CandidatePools(pools []*Pool, a *Allocation) []*Pool {
-	var out []*Pool
+func CandidatePools(pools []*ipam.Pool, a *ipam.Allocation) []*ipam.Pool {
+	var out []*ipam.Pool
 	for _, p := range pools {
 		if p.Deleting || !p.AutoAssign || !p.AllowsTenant(a.Tenant) || !PolicyMatches(p.Policy, a) {
 			continue
 		}
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(x, y *Pool) int {
+	slices.SortFunc(out, func(x, y *ipam.Pool) int {
 		if c := poolRank(x) - poolRank(y); c != 0 {
 			if c < 0 {
 				return -1
@@ -64,7 +54,7 @@ func CandidatePools(pools []*Pool, a *Allocation) []*Pool {
 
 // poolRank orders pools: set priorities first (lowest number first), then
 // policies with no priority, then pools without a policy.
-func poolRank(p *Pool) int {
+func poolRank(p *ipam.Pool) int {
 	switch {
 	case p.Policy == nil:
 		return 1 << 31
@@ -78,14 +68,14 @@ func poolRank(p *Pool) int {
 // FamilyChoices returns the family combinations to try for an allocation, in
 // order: each combination is the list of families one allocation receives,
 // primary first. hasFamily says which families the pool offers.
-func FamilyChoices(a *Allocation, hasFamily func(Family) bool) [][]Family {
-	primary := []Family{IPv4, IPv6}
+func FamilyChoices(a *ipam.Allocation, hasFamily func(ipam.Family) bool) [][]ipam.Family {
+	primary := []ipam.Family{ipam.IPv4, ipam.IPv6}
 	if len(a.Families) > 0 {
 		primary = a.Families
 	}
-	both := []Family{primary[0], other(primary[0])}
-	var out [][]Family
-	add := func(fs []Family) {
+	both := []ipam.Family{primary[0], other(primary[0])}
+	var out [][]ipam.Family
+	add := func(fs []ipam.Family) {
 		for _, f := range fs {
 			if !hasFamily(f) {
 				return
@@ -94,9 +84,9 @@ func FamilyChoices(a *Allocation, hasFamily func(Family) bool) [][]Family {
 		out = append(out, fs)
 	}
 	switch a.FamilyPolicy {
-	case RequireDualStack:
+	case ipam.RequireDualStack:
 		add(both)
-	case PreferDualStack:
+	case ipam.PreferDualStack:
 		add(both)
 		add(both[:1])
 		if len(a.Families) == 0 {
@@ -106,23 +96,23 @@ func FamilyChoices(a *Allocation, hasFamily func(Family) bool) [][]Family {
 		if len(a.Families) > 0 {
 			add(primary[:1])
 		} else {
-			add([]Family{IPv4})
-			add([]Family{IPv6})
+			add([]ipam.Family{ipam.IPv4})
+			add([]ipam.Family{ipam.IPv6})
 		}
 	}
 	return out
 }
 
-func other(f Family) Family {
-	if f == IPv4 {
-		return IPv6
+func other(f ipam.Family) ipam.Family {
+	if f == ipam.IPv4 {
+		return ipam.IPv6
 	}
-	return IPv4
+	return ipam.IPv4
 }
 
 // Satisfies reports whether an owner's existing allocation answers a new
 // request for the same owner, so that Allocate can return it unchanged.
-func Satisfies(existing, req *Allocation) bool {
+func Satisfies(existing, req *ipam.Allocation) bool {
 	if req.GlobalGroup != existing.GlobalGroup {
 		return false
 	}
@@ -134,29 +124,24 @@ func Satisfies(existing, req *Allocation) bool {
 			return false
 		}
 	}
-	has := func(f Family) bool {
-		return slices.ContainsFunc(existing.Addrs, func(a netip.Addr) bool { return FamilyOf(a) == f })
+	has := func(f ipam.Family) bool {
+		return slices.ContainsFunc(existing.Addrs, func(a netip.Addr) bool { return ipam.FamilyOf(a) == f })
 	}
 	if len(req.Families) > 0 && !has(req.Families[0]) {
 		return false
 	}
-	if req.FamilyPolicy == RequireDualStack && (!has(IPv4) || !has(IPv6)) {
+	if req.FamilyPolicy == ipam.RequireDualStack && (!has(ipam.IPv4) || !has(ipam.IPv6)) {
 		return false
 	}
-	if req.FamilyPolicy == SingleStack && has(IPv4) && has(IPv6) && len(req.RequestedAddrs) < 2 {
+	if req.FamilyPolicy == ipam.SingleStack && has(ipam.IPv4) && has(ipam.IPv6) && len(req.RequestedAddrs) < 2 {
 		return false
 	}
 	return existing.Count() == req.Count()
 }
 
-// Count returns how many addresses per family the allocation asks for.
-func (a *Allocation) Count() int {
-	return max(a.AddressCount, 1)
-}
-
 // PortsClash reports whether two owners' ports collide: the same port and
 // protocol, or either owner declaring no ports at all (it may use any).
-func PortsClash(a, b []Port) bool {
+func PortsClash(a, b []ipam.Port) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return true
 	}
@@ -171,7 +156,7 @@ func PortsClash(a, b []Port) bool {
 // CanShare reports whether allocation a may join the holders of claim c:
 // same tenant and sharing key, and no port clash with any holder
 // (MetalLB's allow-shared-ip).
-func CanShare(c *Claim, a *Allocation) bool {
+func CanShare(c *ipam.Claim, a *ipam.Allocation) bool {
 	if a.GlobalGroup != "" || c.Group != "" {
 		// A global group's members of different tenants share its
 		// addresses whatever their ports (they serve in different
