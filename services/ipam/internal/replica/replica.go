@@ -1,5 +1,5 @@
 // Package replica assembles one IPAM replica over an etcd client: the store,
-// the in-memory index and the follower that feeds it, the allocator, and the
+// the in-memory index and the follower that feeds it (follow.go), the allocator, and the
 // gRPC services. ipamd runs one; tests run several on one etcd.
 package replica
 
@@ -19,7 +19,6 @@ import (
 
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
 	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
-	"github.com/beaconlb/beacon/services/ipam/internal/follower"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/server"
@@ -56,7 +55,7 @@ type Replica struct {
 	index    *index.Index
 	fleet    *fleet.State
 	hub      *fleet.Hub
-	follower *follower.Follower
+	follower *Follower
 	alloc    *allocator.Allocator
 	server   *server.Server
 	id       string
@@ -86,7 +85,7 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		index:    idx,
 		fleet:    fs,
 		hub:      hub,
-		follower: follower.New(st, logger, known, idx, fs),
+		follower: newFollower(st, logger, known, idx, fs),
 		alloc:    alloc,
 		server: server.New(server.Deps{
 			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Fleet: fs, Heartbeat: opts.Heartbeat,

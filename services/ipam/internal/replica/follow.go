@@ -1,7 +1,8 @@
-// Package follower keeps a replica's in-memory views in step with etcd: it
-// loads the whole state once, then applies the watch, and loads again if
-// the watch fell behind etcd's compaction.
-package follower
+package replica
+
+// The follower keeps a replica's in-memory views (the index and the fleet
+// state) in step with etcd: it loads the whole state once, then applies the
+// watch, and loads again if the watch fell behind etcd's compaction.
 
 import (
 	"context"
@@ -36,10 +37,10 @@ type Follower struct {
 	loaded atomic.Bool
 }
 
-// New returns a Follower feeding sinks. known, if set, reports objects every
+// newFollower returns a Follower feeding sinks. known, if set, reports objects every
 // sink already holds at a revision (the replica's own commits), which the
 // watch then need not decode.
-func New(src Source, logger *slog.Logger, known func(ipam.Ref, int64) bool, sinks ...Sink) *Follower {
+func newFollower(src Source, logger *slog.Logger, known func(ipam.Ref, int64) bool, sinks ...Sink) *Follower {
 	return &Follower{src: src, sinks: sinks, known: known, logger: logger}
 }
 
