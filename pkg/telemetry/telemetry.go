@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -195,6 +196,14 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		shutdownWrap("tracer provider", t.TracerProvider.Shutdown(ctx)),
 		shutdownWrap("meter provider", t.MeterProvider.Shutdown(ctx)),
 	)
+}
+
+// ShutdownWithin is Shutdown given at most d, for a binary's deferred
+// shutdown at exit, when its own context is already done.
+func (t *Telemetry) ShutdownWithin(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return t.Shutdown(ctx)
 }
 
 func shutdownWrap(what string, err error) error {

@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/daemon"
 )
 
 // config is the adapter's configuration, from flags with environment
@@ -47,19 +47,12 @@ type config struct {
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("k8s-adapter", flag.ContinueOnError)
-	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
-	env := func(name, def string) string {
-		if v := getenv("BEACON_K8S_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
-	}
+	fs := daemon.NewFlags("k8s-adapter", "BEACON_K8S", getenv, &c.Version)
 	leaseNS := getenv("POD_NAMESPACE")
 	if leaseNS == "" {
 		leaseNS = "beacon-system"
 	}
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	str := fs.String
 	var ipam, unclassed, workers, resync, hold, mlbHold, syncNodes, elect, leaseDur, renew, retryP, qps, burst string
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses")
 	str(&c.Tenant, "tenant", "", "the cluster's IPAM tenant (required)")
@@ -100,11 +93,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	for _, a := range strings.Split(ipam, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.IPAM = append(c.IPAM, a)
-		}
-	}
+	c.IPAM = daemon.List(ipam)
 	if len(c.IPAM) == 0 {
 		errs = append(errs, errors.New("--ipam: at least one address"))
 	}

@@ -6,38 +6,20 @@
 package main
 
 import (
-	"context"
-	"fmt"
+	"log/slog"
 	"os"
-	"os/signal"
-	"runtime"
-	"syscall"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
-	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/daemon"
 )
 
 func main() {
-	cfg, err := parseConfig(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-adapter:", err)
-		os.Exit(2)
-	}
-	if cfg.Version {
-		fmt.Printf("k8s-adapter %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return
-	}
-	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-adapter:", err)
-		os.Exit(2)
-	}
-	// client-go logs through klog, a process-wide logger.
-	kube.SetKlogLogger(logger.With("component", "client-go"))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
-		logger.Error("k8s-adapter stopped", "error", err)
-		os.Exit(1)
-	}
+	daemon.Main(daemon.Daemon[config]{
+		Name: "k8s-adapter", Version: version,
+		Parse:  func() (config, error) { return parseConfig(os.Args[1:], os.Getenv) },
+		Basics: func(c config) (bool, string) { return c.Version, c.LogLevel },
+		// client-go logs through klog, a process-wide logger.
+		Prepare: func(_ config, logger *slog.Logger) { kube.SetKlogLogger(logger.With("component", "client-go")) },
+		Run:     run,
+	})
 }

@@ -38,11 +38,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
+	defer func() { _ = tel.ShutdownWithin(5 * time.Second) }()
 
 	cc, err := dialIPAM(cfg, tel.GRPCDialOptions())
 	if err != nil {

@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/daemon"
 )
 
 // config is announcerd's configuration, from flags with environment
@@ -45,16 +46,9 @@ type config struct {
 
 func parseConfig(args []string, getenv func(string) string, hostname string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("announcerd", flag.ContinueOnError)
-	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
-	env := func(name, def string) string {
-		if v := getenv("BEACON_ANNOUNCER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
-	}
+	fs := daemon.NewFlags("announcerd", "BEACON_ANNOUNCER", getenv, &c.Version)
 	var ipam, labels, routerID, grace, keep, bgpHostname string
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	str := fs.String
 	str(&ipam, "ipam", "127.0.0.1:7400", "comma-separated IPAM (or gateway) gRPC addresses, tried in turn")
 	str(&c.Tenant, "tenant", "", "the node's tenant (required)")
 	str(&c.Node, "node", hostname, "the node's name (default: the host name)")
@@ -85,11 +79,7 @@ func parseConfig(args []string, getenv func(string) string, hostname string) (co
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	for _, a := range strings.Split(ipam, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.IPAM = append(c.IPAM, a)
-		}
-	}
+	c.IPAM = daemon.List(ipam)
 	if len(c.IPAM) == 0 {
 		errs = append(errs, errors.New("--ipam: at least one address"))
 	}

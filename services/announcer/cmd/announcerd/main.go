@@ -4,40 +4,24 @@
 package main
 
 import (
-	"context"
-	"fmt"
+	"log/slog"
 	"os"
-	"os/signal"
-	"runtime"
-	"syscall"
 
-	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/daemon"
 	"github.com/beaconlb/beacon/services/announcer/internal/hostname"
 )
 
 func main() {
-	host, _ := os.Hostname()
-	cfg, err := parseConfig(os.Args[1:], os.Getenv, host)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "announcerd:", err)
-		os.Exit(2)
-	}
-	if cfg.Version {
-		fmt.Printf("announcerd %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return
-	}
-	logger, err := telemetry.NewLogger(os.Stderr, cfg.LogLevel)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "announcerd:", err)
-		os.Exit(2)
-	}
-	// GoBGP sends peers os.Hostname(): make it the name peers should see
-	// (this may re-execute announcerd in its own UTS namespace).
-	hostname.Adopt(cfg.BGPHostname, logger)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
-		logger.Error("announcerd stopped", "error", err)
-		os.Exit(1)
-	}
+	daemon.Main(daemon.Daemon[config]{
+		Name: "announcerd", Version: version,
+		Parse: func() (config, error) {
+			host, _ := os.Hostname()
+			return parseConfig(os.Args[1:], os.Getenv, host)
+		},
+		Basics: func(c config) (bool, string) { return c.Version, c.LogLevel },
+		// GoBGP sends peers os.Hostname(): make it the name peers should
+		// see (this may re-execute announcerd in its own UTS namespace).
+		Prepare: func(c config, logger *slog.Logger) { hostname.Adopt(c.BGPHostname, logger) },
+		Run:     run,
+	})
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/daemon"
 )
 
 // config is gatewayd's configuration, from flags with environment
@@ -44,15 +44,8 @@ type config struct {
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("gatewayd", flag.ContinueOnError)
-	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
-	env := func(name, def string) string {
-		if v := getenv("BEACON_GATEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
-	}
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	fs := daemon.NewFlags("gatewayd", "BEACON_GATEWAY", getenv, &c.Version)
+	str := fs.String
 	var ipam, cacheTTL, negTTL, rateLimit, rateBurst, authRate, authBurst, hold, unary, body, streams, insecure, grace string
 	str(&c.Listen, "listen", "127.0.0.1:8443", "TLS address serving gRPC, REST (/v1/...), /openapi.json and the console")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:8444", "HTTP address for /metrics, /healthz and /readyz")
@@ -132,11 +125,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("--otlp-insecure: %q is not a boolean", insecure))
 	}
-	for _, a := range strings.Split(ipam, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.IPAM = append(c.IPAM, a)
-		}
-	}
+	c.IPAM = daemon.List(ipam)
 	if len(c.IPAM) == 0 {
 		errs = append(errs, errors.New("--ipam: at least one host:port"))
 	}

@@ -2,10 +2,10 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/daemon"
 )
 
 // config is ipamd's configuration, from flags with environment fallbacks
@@ -49,15 +49,8 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
 	var endpoints string
-	fs := flag.NewFlagSet("ipamd", flag.ContinueOnError)
-	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
-	env := func(name, def string) string {
-		if v := getenv("BEACON_IPAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
-	}
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	fs := daemon.NewFlags("ipamd", "BEACON_IPAM", getenv, &c.Version)
+	str := fs.String
 	str(&c.Listen, "listen", "127.0.0.1:7400", "gRPC listen address")
 	str(&c.OpsListen, "ops-listen", "127.0.0.1:7401", "HTTP address for /metrics, /healthz and /readyz")
 	str(&endpoints, "etcd-endpoints", "", "comma-separated etcd client URLs; empty: run an embedded etcd")
@@ -127,11 +120,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("--otlp-insecure: %q is not a boolean", insecure))
 	}
-	for _, e := range strings.Split(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			c.EtcdEndpoints = append(c.EtcdEndpoints, e)
-		}
-	}
+	c.EtcdEndpoints = daemon.List(endpoints)
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}

@@ -42,11 +42,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
+	defer func() { _ = tel.ShutdownWithin(5 * time.Second) }()
 
 	etcd, err := connectEtcd(ctx, cfg, logger)
 	if err != nil {
