@@ -178,11 +178,8 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 			// the allocation is still the one read.
 			err = a.recordExisting(ctx, res, meta)
 			if errors.Is(err, ipam.ErrConflict) {
-				if r, ok, err := a.replayed(ctx, req.Tenant, meta); ok || err != nil {
-					if err != nil {
-						return Result{}, err
-					}
-					return a.replayAllocation(ctx, req.Tenant, r)
+				if res, done, err := a.answeredAllocation(ctx, req.Tenant, meta); done {
+					return res, err
 				}
 				continue
 			}
@@ -200,11 +197,8 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		a.addRequest(&plan.Change, plan.Alloc.Tenant, meta, replay{Name: nameOf(plan.Alloc), Created: true, Allocation: plan.Alloc})
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
-			if r, ok, err := a.racedRetry(ctx, req.Tenant, meta); ok || err != nil {
-				if err != nil {
-					return Result{}, err
-				}
-				return a.replayAllocation(ctx, req.Tenant, r)
+			if res, done, err := a.answeredAllocation(ctx, req.Tenant, meta); done {
+				return res, err
 			}
 			continue
 		}

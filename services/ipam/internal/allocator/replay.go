@@ -79,6 +79,21 @@ func (a *Allocator) racedRetry(ctx context.Context, tenant string, meta Meta) (r
 	return a.replayed(ctx, tenant, meta)
 }
 
+// answeredAllocation looks up a request_id after a conflict: done reports
+// that a request with the same ID committed first, and res is the
+// allocation it answered (see replayAllocation).
+func (a *Allocator) answeredAllocation(ctx context.Context, tenant string, meta Meta) (res Result, done bool, err error) {
+	r, ok, err := a.racedRetry(ctx, tenant, meta)
+	if err != nil {
+		return Result{}, true, err
+	}
+	if !ok {
+		return Result{}, false, nil
+	}
+	res, err = a.replayAllocation(ctx, tenant, r)
+	return res, true, err
+}
+
 // replayAllocation returns the allocation a replayed Allocate or
 // UpdateAllocation answered, as it answered it. A record written before
 // records kept the allocation names it only: its allocation is read, and

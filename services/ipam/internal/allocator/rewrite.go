@@ -173,17 +173,15 @@ func (a *Allocator) rewrite(ctx context.Context, w rewrite) (Result, error) {
 		res := w.record(plan, now)
 		rev, err := a.commit(ctx, plan)
 		if errors.Is(err, ipam.ErrConflict) {
-			if w.answer == nil && !w.replayAllocation {
-				continue
-			}
-			if r, ok, err := a.racedRetry(ctx, w.tenant, w.meta); ok || err != nil {
-				if err != nil {
-					return Result{}, err
+			switch {
+			case w.replayAllocation:
+				if res, done, err := a.answeredAllocation(ctx, w.tenant, w.meta); done {
+					return res, err
 				}
-				if w.replayAllocation {
-					return a.replayAllocation(ctx, w.tenant, r)
+			case w.answer != nil:
+				if r, ok, err := a.racedRetry(ctx, w.tenant, w.meta); ok || err != nil {
+					return w.answer(r), err
 				}
-				return w.answer(r), nil
 			}
 			continue
 		}
