@@ -18,6 +18,8 @@ type poolEntry struct {
 	// used4 and used6 count the claimed addresses inside space, so that
 	// usage is O(1) whatever the pool holds.
 	used4, used6 uint64
+	// x is the index, for the pool's held addresses (see LowestHeldN).
+	x *Index
 }
 
 // buildPool makes the entry of a pool: its free lists are its space less
@@ -35,6 +37,7 @@ func (x *Index) buildPool(p *ipam.Pool, rev int64) *poolEntry {
 		space: space,
 		free4: space.FreeList(true),
 		free6: space.FreeList(false),
+		x:     x,
 	}
 	for a := range x.poolClaims[p.Name] {
 		e.take(a)

@@ -67,12 +67,12 @@ func (v view) Pool(name string) (assign.Pool, bool) {
 	if !ok {
 		return nil, false
 	}
-	return poolView{e: e, held: v.x.heldIn[name]}, true
+	return e, true
 }
 
 func (v view) PoolOf(addr netip.Addr) (assign.Pool, bool) {
 	if e := v.x.poolOf(addr); e != nil {
-		return poolView{e: e, held: v.x.heldIn[e.pool.Name]}, true
+		return e, true
 	}
 	return nil, false
 }
@@ -116,25 +116,19 @@ func (v view) InFlight(k assign.ShareKey) (<-chan struct{}, bool) {
 	return p.done, true
 }
 
-// poolView is a pool as assign reads it: its free lists and the addresses
-// kept in it for released owners.
-type poolView struct {
-	e    *poolEntry
-	held *heldSet // nil: none
-}
+// A poolEntry is a pool as assign reads it: its free lists, and the
+// addresses kept in it for released owners (in its index's heldIn).
 
-func (p poolView) Spec() *ipam.Pool                            { return p.e.pool }
-func (p poolView) HasFamily(f ipam.Family) bool                { return p.e.hasFamily(f) }
-func (p poolView) Contains(addr netip.Addr) bool               { return p.e.space.Contains(addr) }
-func (p poolView) LowestFree(f ipam.Family) (netip.Addr, bool) { return p.e.lowest(f) }
+func (e *poolEntry) Spec() *ipam.Pool                                      { return e.pool }
+func (e *poolEntry) HasFamily(f ipam.Family) bool                          { return e.hasFamily(f) }
+func (e *poolEntry) Contains(addr netip.Addr) bool                         { return e.space.Contains(addr) }
+func (e *poolEntry) LowestFree(f ipam.Family) (netip.Addr, bool)           { return e.lowest(f) }
+func (e *poolEntry) LowestFreeN(f ipam.Family, n int) ([]netip.Addr, bool) { return e.lowestN(f, n) }
 
-func (p poolView) LowestFreeN(f ipam.Family, n int) ([]netip.Addr, bool) {
-	return p.e.lowestN(f, n)
-}
-
-func (p poolView) LowestHeldN(f ipam.Family, n int) ([]netip.Addr, bool) {
-	if p.held == nil {
+func (e *poolEntry) LowestHeldN(f ipam.Family, n int) ([]netip.Addr, bool) {
+	h := e.x.heldIn[e.pool.Name]
+	if h == nil {
 		return nil, false
 	}
-	return p.held.lowestN(f, n)
+	return h.lowestN(f, n)
 }
