@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { ipamtest.Main(m) }
 
 func TestBootstrapSecret(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "admin-token")
@@ -69,7 +69,7 @@ func (s *syncBuffer) String() string {
 // certificates and a bootstrap token file it makes itself, calls it over
 // HTTPS, checks readiness, and stops it as SIGTERM would.
 func TestRun(t *testing.T) {
-	ipam := testenv.StartIPAM(t)
+	ipam := ipamtest.Start(t, ipamtest.Options{}).Replicas[0]
 	dir := t.TempDir()
 	cfg, err := parseConfig([]string{
 		"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--ipam", ipam.Addr,

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
@@ -23,7 +24,7 @@ import (
 // TestAuthentication covers the ways in and the ways of being turned
 // away, over gRPC and REST.
 func TestAuthentication(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	viewerSecret := env.IssueToken(t, "auth-viewer", ipamv1.Role_ROLE_VIEWER, "")
 
@@ -121,7 +122,7 @@ func TestAuthentication(t *testing.T) {
 // gateway caches it, here for an hour), revokes it, and checks that it
 // stops working at once: the IPAM tells the gateway of the revocation.
 func TestTokenRevocation(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
 		c.TokenTTL, c.TokenNegativeTTL = time.Hour, 100*time.Millisecond
 	}})
@@ -154,7 +155,7 @@ func TestTokenRevocation(t *testing.T) {
 // token the gateway already knows and a client certificate still work from
 // there.
 func TestAuthFailuresLimited(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
 		c.AuthFailureRate, c.AuthFailureBurst = 0.01, 3
 	}})

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
@@ -24,7 +25,7 @@ import (
 // and JSON (curl), from an admin bootstrap token to a tenant that
 // allocates, watches, renews and releases.
 func TestRESTProvisioning(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	admin := env.Admin()
 	hc := env.HTTP(t, testenv.Cred{})
@@ -107,7 +108,7 @@ func TestRESTProvisioning(t *testing.T) {
 // TestActor checks the beacon-actor the IPAM records: the authenticated
 // identity, never what the client claims.
 func TestActor(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	createPool(t, env, "actor-pool", "2001:db8:a207::/120", "actor")
 	secret := env.IssueToken(t, "actor-adapter", ipamv1.Role_ROLE_TENANT, "actor")
@@ -147,7 +148,7 @@ func TestActor(t *testing.T) {
 // call to the IPAM is a client span of the same trace, whose context
 // otelgrpc injects into the outgoing metadata.
 func TestTracePropagation(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	spans := tracetest.NewInMemoryExporter()
 	tel, err := telemetry.New(t.Context(), telemetry.Config{ServiceName: "gateway-test"}, telemetry.WithSpanExporter(spans))
 	if err != nil {
@@ -206,7 +207,7 @@ func TestTracePropagation(t *testing.T) {
 // TestOpenAPIAndConsole checks /openapi.json and that non-API paths reach
 // the console handler.
 func TestOpenAPIAndConsole(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("console " + r.URL.Path))
 	})
