@@ -18,8 +18,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
+
+func TestMain(m *testing.M) { ipamtest.Main(m) }
 
 // TestRun runs the whole program against a real API server and ipamd: a
 // Service gets its address, /readyz answers, and cancelling (SIGTERM) stops
@@ -35,11 +38,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Stop()
-	ipamd, err := testenv.StartIPAM(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ipamd.Stop()
+	ipamd := ipamtest.Start(t, ipamtest.Options{Args: []string{"--release-hold", "10m"}}).Replicas[0]
 	cc, err := grpc.NewClient(ipamd.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

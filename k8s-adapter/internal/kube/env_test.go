@@ -25,6 +25,7 @@ import (
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -33,7 +34,7 @@ import (
 // tests do not see each other's Services or addresses.
 var (
 	cluster *testenv.Cluster
-	ipamd   *testenv.IPAM
+	ipamd   *ipamtest.Replica
 	k8s     kubernetes.Interface
 	ipam    kube.IPAM
 )
@@ -56,12 +57,14 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	ipamd, err = testenv.StartIPAM(ctx)
+	defer ipamtest.Cleanup()
+	var stopIPAM func()
+	ipamd, stopIPAM, err = ipamtest.Serve(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start ipamd:", err)
 		return 1
 	}
-	defer ipamd.Stop()
+	defer stopIPAM()
 	rc, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -83,7 +86,7 @@ func runMain(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		fmt.Println(cluster.Logs())
-		fmt.Println("--- ipamd\n" + ipamd.Logs())
+		fmt.Println("--- ipamd\n" + ipamd.Tail(6000))
 	}
 	return code
 }
