@@ -502,8 +502,8 @@ too old to resume from fails with OutOfRange: list again and watch without
 				case err != nil && ctx.Err() != nil:
 					hint() // Stopped by the user.
 					return nil
-				case status.Code(err) == codes.OutOfRange:
-					return err // The token cannot be resumed from.
+				case status.Code(err) == codes.OutOfRange, status.Code(err) == codes.InvalidArgument:
+					return err // The token (or the request) cannot be resumed from.
 				case err != nil:
 					hint()
 					return err
