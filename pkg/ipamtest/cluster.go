@@ -46,6 +46,9 @@ type Options struct {
 	EtcdEndpoints string
 	// TLS is how the replicas serve.
 	TLS TLS
+	// CA, if set, is the CA of the replicas' certificates (and of the
+	// clients' under MutualTLS); else Start makes one.
+	CA *devcerts.CA
 	// Args are more flags for every replica, after the harness's own
 	// (--release-hold 0s by default: pass --release-hold to change it).
 	Args []string
@@ -74,7 +77,7 @@ func Start(t testing.TB, o Options) *IPAM {
 	i := &IPAM{t: t, bin: mustBinary(t), dir: t.TempDir()}
 	i.args = []string{"--release-hold", "0s"}
 	if o.TLS != Plaintext {
-		i.serveTLS(o.TLS)
+		i.serveTLS(o.TLS, o.CA)
 	}
 	i.args = append(i.args, o.Args...)
 	first := i.StartReplica(etcdArgs(o.EtcdEndpoints, filepath.Join(i.dir, "etcd"))...)
@@ -96,12 +99,14 @@ func etcdArgs(endpoints, dataDir string) []string {
 }
 
 // serveTLS makes the CA and the server certificate and adds the flags.
-func (i *IPAM) serveTLS(mode TLS) {
+func (i *IPAM) serveTLS(mode TLS, ca *devcerts.CA) {
 	t := i.t
 	t.Helper()
-	ca, err := devcerts.NewCA("ipamtest CA")
-	if err != nil {
-		t.Fatal(err)
+	if ca == nil {
+		var err error
+		if ca, err = devcerts.NewCA("ipamtest CA"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cert, key, err := ca.Server()
 	if err != nil {
