@@ -15,6 +15,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
@@ -150,17 +151,12 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 // the gateway's rotation.
 func waitServing(t *testing.T, admin *grpc.ClientConn, p *ipamtest.Replica) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.Until(t, time.Minute, "the gateway to send calls to "+p.Addr, func() bool {
 		for range 4 {
 			_, _ = ipamv1.NewPoolServiceClient(admin).ListPools(t.Context(), &ipamv1.ListPoolsRequest{})
 		}
-		if served(t, p) > 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the gateway sent nothing to %s", p.Addr)
+		return served(t, p) > 0
+	})
 }
 
 // served counts the ListPools calls p has answered, from its metrics.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
@@ -196,9 +197,13 @@ func TestTracePropagation(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(missing()) > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The spans end after the answers; wait for them (then report those missing).
+	_ = testwait.Poll(t.Context(), 30*time.Second, func() error {
+		if len(missing()) > 0 {
+			return testwait.ErrNotYet
+		}
+		return nil
+	})
 	for _, name := range missing() {
 		t.Errorf("%s spans in the caller's trace: %v; want a server span and a client span to the IPAM", name, kinds[name])
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
@@ -221,17 +222,7 @@ func (e *Env) IssueToken(t testing.TB, id string, role ipamv1.Role, tenant strin
 // WaitReady waits until the gateway reaches a healthy IPAM replica.
 func (e *Env) WaitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := e.Gateway.Ready(t.Context())
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, time.Minute, "the gateway to be ready", func() error { return e.Gateway.Ready(t.Context()) })
 }
 
 // Must fails the test on err.
