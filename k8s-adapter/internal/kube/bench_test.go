@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -163,12 +164,13 @@ func createMany(t *testing.T, ns, class, prefix string, n, workers int, rate flo
 
 func waitCount(t *testing.T, what string, d time.Duration, f func() int, want int) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for f() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d after %v", what, f(), want, d)
+	if err := testwait.Poll(t.Context(), d, func() error {
+		if n := f(); n < want {
+			return fmt.Errorf("%d of %d", n, want)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
