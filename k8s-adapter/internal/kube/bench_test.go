@@ -252,7 +252,21 @@ func TestBenchResync(t *testing.T) {
 		}
 		return 0
 	}, 1)
-	time.Sleep(2 * time.Second)
+	// The finalizer and the annotations go in one patch (the address came
+	// before): the finalizer on every Service says they all landed.
+	waitCount(t, "Services with the finalizer", 5*time.Minute, func() int {
+		list, err := k8s.CoreV1().Services(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return 0
+		}
+		done := 0
+		for _, s := range list.Items {
+			if slices.Contains(s.Finalizers, kube.Finalizer) {
+				done++
+			}
+		}
+		return done
+	}, n)
 	before := addresses(t, e)
 	a.stop()
 
