@@ -41,8 +41,8 @@ type Options struct {
 	// Replicas is how many ipamd to start; 0 means 1.
 	Replicas int
 	// EtcdEndpoints, if set, is the etcd every replica uses (a real etcd
-	// cluster); else the first replica runs an embedded etcd in a
-	// temporary folder and the others use it.
+	// cluster, e.g. StartEtcd's); else the first replica runs an embedded
+	// etcd in a temporary folder and the others use it.
 	EtcdEndpoints string
 	// TLS is how the replicas serve.
 	TLS TLS
@@ -67,6 +67,7 @@ type IPAM struct {
 	bin  string
 	args []string
 	dir  string
+	etcd string // Options.EtcdEndpoints
 }
 
 // Start starts o.Replicas replicas sharing one etcd, and kills them (and
@@ -74,7 +75,7 @@ type IPAM struct {
 func Start(t testing.TB, o Options) *IPAM {
 	t.Helper()
 	n := max(o.Replicas, 1)
-	i := &IPAM{t: t, bin: mustBinary(t), dir: t.TempDir()}
+	i := &IPAM{t: t, bin: mustBinary(t), dir: t.TempDir(), etcd: o.EtcdEndpoints}
 	i.args = []string{"--release-hold", "0s"}
 	if o.TLS != Plaintext {
 		i.serveTLS(o.TLS, o.CA)
@@ -161,7 +162,12 @@ func (i *IPAM) Addrs() []string {
 func (i *IPAM) Addr() string { return i.Replicas[0].Addr }
 
 // EtcdEndpoints are the etcd client URLs the replicas share.
-func (i *IPAM) EtcdEndpoints() string { return i.Replicas[0].EtcdEndpoints() }
+func (i *IPAM) EtcdEndpoints() string {
+	if i.etcd != "" {
+		return i.etcd
+	}
+	return i.Replicas[0].EtcdEndpoints()
+}
 
 // ClientFiles writes a client certificate of the CA for identity (a
 // SPIFFE ID, e.g. spiffe://beacon/admin/me) and returns its files.

@@ -73,3 +73,17 @@ func TestShared(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplicasOnRealEtcd runs two replicas on the test binaries' etcd:
+// what one writes, the other reads.
+func TestReplicasOnRealEtcd(t *testing.T) {
+	ipam := Start(t, Options{Replicas: 2, EtcdEndpoints: StartEtcd(t)})
+	for _, r := range ipam.Replicas {
+		if err := serving(t, r.Conn(t)); err != nil {
+			t.Errorf("replica %s: %v", r.Addr, err)
+		}
+	}
+	if got := ipam.Replicas[0].EtcdEndpoints(); got != "" {
+		t.Errorf("a replica on a real etcd says it runs an embedded one at %s", got)
+	}
+}
