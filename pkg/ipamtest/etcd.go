@@ -22,33 +22,41 @@ import (
 // ErrNoEtcd means the etcd of the test binaries is not built.
 var ErrNoEtcd = errors.New("ipamtest: no etcd from the test binaries; run `make testbins` (or set BEACON_TESTBINS)")
 
-// EtcdBinary returns the etcd that tests/testbins builds: in
-// $BEACON_TESTBINS, else $BEACON_CACHE/testbins, else .cache/testbins of
-// the repository (the first folder above the working directory holding
-// go.work). It wraps ErrNoEtcd when there is none.
-func EtcdBinary() (string, error) {
-	dir := os.Getenv("BEACON_TESTBINS")
-	if dir == "" && os.Getenv("BEACON_CACHE") != "" {
-		dir = filepath.Join(os.Getenv("BEACON_CACHE"), "testbins")
+// TestbinsDir returns the folder of the test binaries tests/testbins
+// builds (etcd, kube-apiserver, kubectl): $BEACON_TESTBINS, else
+// $BEACON_CACHE/testbins, else .cache/testbins of the repository (the
+// first folder above the working directory holding go.work).
+func TestbinsDir() (string, error) {
+	if d := os.Getenv("BEACON_TESTBINS"); d != "" {
+		return d, nil
 	}
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
+	if d := os.Getenv("BEACON_CACHE"); d != "" {
+		return filepath.Join(d, "testbins"), nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return filepath.Join(d, ".cache", "testbins"), nil
 		}
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-				dir = filepath.Join(d, ".cache", "testbins")
-				break
-			}
-			if filepath.Dir(d) == d {
-				return "", fmt.Errorf("%w (no go.work above %s)", ErrNoEtcd, wd)
-			}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.work above %s", wd)
 		}
+	}
+}
+
+// EtcdBinary returns the etcd of the test binaries (TestbinsDir). It
+// wraps ErrNoEtcd when there is none.
+func EtcdBinary() (string, error) {
+	dir, err := TestbinsDir()
+	if err != nil {
+		return "", fmt.Errorf("%w (%w)", ErrNoEtcd, err)
 	}
 	bin := filepath.Join(dir, "etcd")
 	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("%w (looked for %s)", ErrNoEtcd, bin)
+		return "", fmt.Errorf("%w (%w)", ErrNoEtcd, err)
 	}
 	return bin, nil
 }

@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/loopback"
 )
 
@@ -60,20 +61,9 @@ func RepoRoot() (string, error) {
 
 // TestbinsDir returns the folder of the Kubernetes test binaries:
 // $BEACON_TESTBINS, else $BEACON_CACHE/testbins, else .cache/testbins under
-// the repository, as tests/testbins/build.sh writes them.
-func TestbinsDir() (string, error) {
-	if d := os.Getenv("BEACON_TESTBINS"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("BEACON_CACHE"); d != "" {
-		return filepath.Join(d, "testbins"), nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, ".cache", "testbins"), nil
-}
+// the repository, as tests/testbins/build.sh writes them
+// (ipamtest.TestbinsDir).
+func TestbinsDir() (string, error) { return ipamtest.TestbinsDir() }
 
 // proc is a child process with its output kept.
 type proc struct {
