@@ -151,9 +151,9 @@ test: deps tools check-generated lint test-unit test-k8s test-integration test-c
 	@echo ">> make test: all passed"
 
 .PHONY: test-unit
-test-unit: ## Go tests of every module, with the race detector.
+test-unit: build ## Go tests of every module, with the race detector (the real ipamd replicas of pkg/ipamtest from bin/).
 	go vet $(addprefix ./,$(addsuffix /...,$(MODULES)))
-	go test $(GO_TEST_FLAGS) $(addprefix ./,$(addsuffix /...,$(filter-out tests/integration k8s-adapter,$(MODULES))))
+	BEACON_BIN=$(BIN) go test $(GO_TEST_FLAGS) $(addprefix ./,$(addsuffix /...,$(filter-out tests/integration k8s-adapter,$(MODULES))))
 
 .PHONY: testbins
 testbins: ## Build kube-apiserver, etcd and kubectl for the adapter's tests, once (5-12 min fresh).

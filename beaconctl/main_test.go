@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	ipamtest.Main(m)
 }
 
 func beaconctl(ctx context.Context, args ...string) *exec.Cmd {
@@ -67,39 +66,24 @@ func TestVersionExit(t *testing.T) {
 	}
 }
 
-type watchServer struct {
-	ipamv1.UnimplementedAllocationServiceServer
-}
-
-func (watchServer) WatchAllocations(_ *ipamv1.WatchAllocationsRequest, stream grpc.ServerStreamingServer[ipamv1.WatchAllocationsResponse]) error {
-	err := stream.Send(&ipamv1.WatchAllocationsResponse{
-		Events: []*ipamv1.AllocationEvent{{
-			Type:       ipamv1.AllocationEvent_TYPE_EXISTING,
-			Allocation: &ipamv1.Allocation{Name: "tenants/acme/allocations/a1", Owner: "default/web", Addresses: []string{"192.0.2.7"}, Pool: "pools/web"},
-		}},
-		ResumeToken:      "r1",
-		SnapshotComplete: true,
-	})
-	if err != nil {
-		return err
-	}
-	<-stream.Context().Done()
-	return stream.Context().Err()
-}
-
 func TestWatchStopsOnInterrupt(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// A real IPAM holding one allocation, which the watch's snapshot
+	// brings.
+	r := ipamtest.Start(t, ipamtest.Options{}).Replicas[0]
+	cc := r.Conn(t)
+	setup, cancelSetup := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancelSetup()
+	if _, err := ipamv1.NewPoolServiceClient(cc).CreatePool(setup, &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{Ranges: []string{"198.51.100.0/28"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ipamv1.NewAllocationServiceClient(cc).Allocate(setup, &ipamv1.AllocateRequest{Parent: "tenants/acme", Allocation: &ipamv1.Allocation{Owner: "default/web", RequestedAddresses: []string{"198.51.100.7"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
-	ipamv1.RegisterAllocationServiceServer(s, watchServer{})
-	go func() { _ = s.Serve(lis) }()
-	defer s.Stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := beaconctl(ctx, "--plaintext", "--server", lis.Addr().String(), "alloc", "watch")
+	cmd := beaconctl(ctx, "--plaintext", "--server", r.Addr, "alloc", "watch")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +97,7 @@ func TestWatchStopsOnInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "EXISTING tenants/acme/allocations/a1 default/web 192.0.2.7 pools/web\n"; line != want {
+	if want := "EXISTING " + a.GetAllocation().GetName() + " default/web 198.51.100.7 pools/web\n"; line != want {
 		t.Errorf("event line %q, want %q", line, want)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -122,7 +106,7 @@ func TestWatchStopsOnInterrupt(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("watch ended with %v after Ctrl-C, want exit 0; stderr: %s", err, stderr.String())
 	}
-	if want := "watch stopped; resume with --resume r1\n"; stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if got := stderr.String(); !strings.HasPrefix(got, "watch stopped; resume with --resume ") || strings.Count(got, "\n") != 1 {
+		t.Errorf("stderr %q, want one line telling how to resume", got)
 	}
 }

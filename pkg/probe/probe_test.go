@@ -18,6 +18,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 )
 
 // startServer listens on 127.0.0.1:0, runs s until the test ends, and
@@ -237,13 +238,7 @@ func TestRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for s.Addr() == nil {
-			if time.Now().After(deadline) {
-				t.Fatal("Run never bound an address")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 30*time.Second, "Run to bind an address", func() bool { return s.Addr() != nil })
 		if got := get(t, http.MethodGet, "http://"+s.Addr().String()+"/healthz"); got.Code != 200 {
 			t.Errorf("/healthz = %+v", got)
 		}
@@ -282,7 +277,15 @@ func TestRun(t *testing.T) {
 		}()
 		<-entered
 		cancel()
-		time.Sleep(50 * time.Millisecond) // let Shutdown start
+		// Shutdown has started once the listener is closed.
+		testwait.Until(t, 30*time.Second, "Shutdown to close the listener", func() bool {
+			c, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+			if err != nil {
+				return true
+			}
+			_ = c.Close()
+			return false
+		})
 		close(release)
 		res := <-got
 		if res.err != nil {

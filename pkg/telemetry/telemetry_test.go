@@ -22,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -126,11 +127,11 @@ func TestGRPCInstrumentation(t *testing.T) {
 
 	// The server records its call after it has answered, which may be after
 	// the client has its answer: wait for it.
-	body := scrape(t, tel.MetricsHandler())
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(body, `rpc_server_call_duration_seconds_count{`) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	var body string
+	testwait.Until(t, 30*time.Second, "the server's call in the metrics", func() bool {
 		body = scrape(t, tel.MetricsHandler())
-	}
+		return strings.Contains(body, `rpc_server_call_duration_seconds_count{`)
+	})
 	for _, want := range []string{
 		`rpc_server_call_duration_seconds_count{`,
 		`rpc_client_call_duration_seconds_count{`,
@@ -310,11 +311,5 @@ func scrape(t *testing.T, h http.Handler) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, what, cond)
 }

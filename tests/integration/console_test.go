@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -239,13 +240,16 @@ func TestConsole(t *testing.T) {
 	// The node registers with its hello and reports its status just after:
 	// wait for the status to reach the page (re-opening it to refresh).
 	card := text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(card, "ESTABLISHED") && time.Now().Before(deadline); {
-		time.Sleep(300 * time.Millisecond)
+	_ = testwait.Poll(t.Context(), 30*time.Second, func() error { // what is missing is reported below
+		if strings.Contains(card, "ESTABLISHED") {
+			return nil
+		}
 		do("reopen announcers",
 			chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
 		card = text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
-	}
+		return testwait.ErrNotYet
+	})
 	for _, want := range []string{"node-a", "live", "rack=r1", "eth0", "192.0.2.250/24", "tor-1", "ESTABLISHED", alloc.Addresses[0], "L2", alloc.Addresses[1] + "/128", "BGP"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("announcer card lacks %q:\n%s", want, card)
@@ -266,13 +270,16 @@ func TestConsole(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(card, "excluded") && time.Now().Before(deadline); {
-		time.Sleep(300 * time.Millisecond)
+	_ = testwait.Poll(t.Context(), 30*time.Second, func() error { // what is missing is reported below
+		if strings.Contains(card, "excluded") {
+			return nil
+		}
 		do("reopen announcers",
 			chromedp.Click(chromedp.CSS(`#nav a[data-route="announcers"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)))
 		card = text(`section.announcer[data-name="tenants/demo/announcers/node-a"]`)
-	}
+		return testwait.ErrNotYet
+	})
 	for _, want := range []string{"excluded", "rack=r1", "zone=a"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("announcer card of an excluded node lacks %q:\n%s", want, card)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/announcer/bootstrap"
 	"github.com/beaconlb/beacon/services/announcer/netlab"
@@ -226,12 +227,18 @@ func TestBootstrapAnnouncerd(t *testing.T) {
 	}
 	waitLog := func(what string, proc *netlab.Proc, want string) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for !strings.Contains(proc.Tail(400), want) {
-			if done, _ := proc.Exited(); done || time.Now().After(deadline) {
-				t.Fatalf("%s: no %q in its log:\n%s", what, want, proc.Tail(40))
+		exited := false
+		err := testwait.Poll(t.Context(), 90*time.Second, func() error {
+			if strings.Contains(proc.Tail(400), want) {
+				return nil
 			}
-			time.Sleep(50 * time.Millisecond)
+			if exited, _ = proc.Exited(); exited {
+				return nil // no use waiting
+			}
+			return testwait.ErrNotYet
+		})
+		if err != nil || exited {
+			t.Fatalf("%s: no %q in its log (exited %v, %v):\n%s", what, want, exited, err, proc.Tail(40))
 		}
 	}
 	waitLog("ipamd", ipamd, `"msg":"ipamd serving"`)
@@ -288,12 +295,18 @@ func TestBootstrapAnnouncerd(t *testing.T) {
 	// The first one restarts with the certificate it has, without the token.
 	before := strings.Count(ipamd.Tail(5000), `"msg":"announcer subscribed"`)
 	restarted := announcerd("announcerd-restarted", filepath.Join(dir, "node-certs"))
-	deadline := time.Now().Add(60 * time.Second)
-	for strings.Count(ipamd.Tail(5000), `"msg":"announcer subscribed"`) <= before {
-		if done, _ := restarted.Exited(); done || time.Now().After(deadline) {
-			t.Fatalf("the restarted announcerd did not subscribe with its certificate:\n%s", restarted.Tail(20))
+	exited := false
+	err = testwait.Poll(t.Context(), 90*time.Second, func() error {
+		if strings.Count(ipamd.Tail(5000), `"msg":"announcer subscribed"`) > before {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		if exited, _ = restarted.Exited(); exited {
+			return nil // no use waiting
+		}
+		return testwait.ErrNotYet
+	})
+	if err != nil || exited {
+		t.Fatalf("the restarted announcerd did not subscribe with its certificate (exited %v, %v):\n%s", exited, err, restarted.Tail(20))
 	}
 	restarted.Stop(10 * time.Second)
 }

@@ -46,18 +46,13 @@ an allocation accept its name, or its OWNER together with --tenant.`,
 	return cmd
 }
 
-func allocClient(g *globals) (ipamv1.AllocationServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// allocKind is the allocation resource for the shared command shapes.
+func allocKind() resourceKind[ipamv1.AllocationServiceClient, *ipamv1.Allocation] {
+	return resourceKind[ipamv1.AllocationServiceClient, *ipamv1.Allocation]{
+		client: ipamv1.NewAllocationServiceClient,
+		name:   (*ipamv1.Allocation).GetName,
+		table:  output.AllocationTable,
 	}
-	return ipamv1.NewAllocationServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func allocationResourceName(a *ipamv1.Allocation) string { return a.GetName() }
-
-func printAllocation(g *globals, w io.Writer, a *ipamv1.Allocation) error {
-	return printOne(g, w, a, allocationResourceName, output.AllocationTable)
 }
 
 type allocateFlags struct {
@@ -189,21 +184,16 @@ is renewed in time (alloc renew). --count N asks for N addresses per family
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.Allocate(ctx, req)
+			resp, err := callOnce(cmd.Context(), g, ipamv1.NewAllocationServiceClient, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.AllocateResponse, error) {
+				return c.Allocate(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
 			if !resp.GetCreated() && g.output == output.Table {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s already held an allocation satisfying the request; returned unchanged\n", args[0])
 			}
-			return printAllocation(g, cmd.OutOrStdout(), resp.GetAllocation())
+			return allocKind().print(g, cmd.OutOrStdout(), resp.GetAllocation())
 		},
 	}
 	fs := cmd.Flags()
@@ -244,18 +234,12 @@ one of its L2 addresses (naming its MAC, the node and interface that saw it).`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: ref.Name})
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), resp.GetAllocation(), allocationResourceName, output.AllocationDetailTable)
+			detail := allocKind()
+			detail.table = output.AllocationDetailTable
+			return detail.one(cmd, g, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.Allocation, error) {
+				resp, err := c.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: ref.Name})
+				return resp.GetAllocation(), err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the `TENANT`, to name the allocation by its OWNER")
@@ -291,13 +275,12 @@ one now with "beaconctl alloc release OWNER --tenant TENANT".`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
+			kind := allocKind()
+			if held {
+				kind.table = output.HoldTable
 			}
-			defer closeConn()
-			allocs, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Allocation, string, error) {
-				resp, err := client.ListAllocations(ctx, &ipamv1.ListAllocationsRequest{
+			return kind.list(cmd, g, &pages, func(ctx context.Context, c ipamv1.AllocationServiceClient, token string) ([]*ipamv1.Allocation, string, error) {
+				resp, err := c.ListAllocations(ctx, &ipamv1.ListAllocationsRequest{
 					Parent:    parent,
 					PageSize:  pages.size,
 					PageToken: token,
@@ -306,13 +289,6 @@ one now with "beaconctl alloc release OWNER --tenant TENANT".`,
 				})
 				return resp.GetAllocations(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			if held {
-				return printList(g, cmd.OutOrStdout(), allocs, allocationResourceName, output.HoldTable)
-			}
-			return printList(g, cmd.OutOrStdout(), allocs, allocationResourceName, output.AllocationTable)
 		},
 	}
 	fs := cmd.Flags()
@@ -363,14 +339,9 @@ for it (see "alloc list --held") ends the hold now: the addresses are free.`,
 			if cmd.Flags().Changed("hold") {
 				req.Hold = durationpb.New(hold)
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.Release(ctx, req)
+			resp, err := callOnce(cmd.Context(), g, ipamv1.NewAllocationServiceClient, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.ReleaseResponse, error) {
+				return c.Release(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
@@ -424,18 +395,10 @@ or to its own TTL from now without --ttl.`,
 			if cmd.Flags().Changed("ttl") {
 				req.Ttl = durationpb.New(ttl)
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.RenewAllocation(ctx, req)
-			if err != nil {
-				return err
-			}
-			return printAllocation(g, cmd.OutOrStdout(), resp.GetAllocation())
+			return allocKind().one(cmd, g, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.Allocation, error) {
+				resp, err := c.RenewAllocation(ctx, req)
+				return resp.GetAllocation(), err
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -473,13 +436,13 @@ too old to resume from fails with OutOfRange: list again and watch without
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := allocClient(g)
+			conn, err := g.dial()
 			if err != nil {
 				return err
 			}
-			defer closeConn()
+			defer func() { _ = conn.Close() }()
 			ctx := cmd.Context()
-			stream, err := client.WatchAllocations(ctx, &ipamv1.WatchAllocationsRequest{
+			stream, err := ipamv1.NewAllocationServiceClient(conn).WatchAllocations(ctx, &ipamv1.WatchAllocationsRequest{
 				Parent:      parent,
 				ResumeToken: resume,
 			})
@@ -502,8 +465,8 @@ too old to resume from fails with OutOfRange: list again and watch without
 				case err != nil && ctx.Err() != nil:
 					hint() // Stopped by the user.
 					return nil
-				case status.Code(err) == codes.OutOfRange:
-					return err // The token cannot be resumed from.
+				case status.Code(err) == codes.OutOfRange, status.Code(err) == codes.InvalidArgument:
+					return err // The token (or the request) cannot be resumed from.
 				case err != nil:
 					hint()
 					return err

@@ -2,17 +2,18 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -22,11 +23,9 @@ const (
 )
 
 func TestAllocRequests(t *testing.T) {
-	seed := func(f *fakeIPAM) {
-		f.allocs[webName] = &ipamv1.Allocation{Name: webName, Owner: "default/web", Addresses: []string{"192.0.2.7"}, Pool: "pools/web"}
-	}
 	tests := []struct {
-		name    string
+		name string
+		// args: ETAG stands for default/web's etag.
 		args    []string
 		want    []proto.Message
 		wantErr string
@@ -43,7 +42,7 @@ func TestAllocRequests(t *testing.T) {
 			name: "create is allocate, every flag",
 			args: []string{
 				"alloc", "create", "default/dns", "--tenant", "tenants/acme", "--pool", "web",
-				"--address", "192.0.2.53", "--address", "2001:db8::53",
+				"--address", "198.51.100.53", "--address", "2001:db8::53",
 				"--family", "ipv6", "--family", "IPv4", "--dual-stack", "require",
 				"--sharing-key", "dns", "--port", "53/udp", "--port", "53", "--port", "9000/SCTP",
 				"--namespace", "default", "--label", "app=dns", "--namespace-label", "team=net",
@@ -59,7 +58,7 @@ func TestAllocRequests(t *testing.T) {
 					NamespaceLabels:    map[string]string{"team": "net"},
 					IpFamilies:         []ipamv1.IPFamily{ipamv1.IPFamily_IP_FAMILY_IPV6, ipamv1.IPFamily_IP_FAMILY_IPV4},
 					IpFamilyPolicy:     ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK,
-					RequestedAddresses: []string{"192.0.2.53", "2001:db8::53"},
+					RequestedAddresses: []string{"198.51.100.53", "2001:db8::53"},
 					RequestedPool:      "pools/web",
 					SharingKey:         "dns",
 					Ports: []*ipamv1.Port{
@@ -82,10 +81,10 @@ func TestAllocRequests(t *testing.T) {
 		},
 		{
 			name: "several addresses",
-			args: []string{"alloc", "allocate", "default/web", "--tenant", "acme", "--count", "3"},
+			args: []string{"alloc", "allocate", "default/multi", "--tenant", "acme", "--count", "3"},
 			want: []proto.Message{&ipamv1.AllocateRequest{
 				Parent:     "tenants/acme",
-				Allocation: &ipamv1.Allocation{Owner: "default/web", AddressCount: 3},
+				Allocation: &ipamv1.Allocation{Owner: "default/multi", AddressCount: 3},
 			}},
 		},
 		{name: "allocate needs a tenant", args: []string{"alloc", "allocate", "default/db"}, wantErr: "--tenant is required"},
@@ -128,9 +127,9 @@ func TestAllocRequests(t *testing.T) {
 		},
 		{
 			name: "release by owner with hold and etag",
-			args: []string{"alloc", "release", "default/web", "--tenant", "acme", "--hold", "5m", "--etag", "e1", "--request-id", "r"},
+			args: []string{"alloc", "release", "default/web", "--tenant", "acme", "--hold", "5m", "--etag", placeholder, "--request-id", "r"},
 			want: []proto.Message{&ipamv1.ReleaseRequest{
-				Parent: "tenants/acme", Owner: "default/web", Hold: durationpb.New(5 * time.Minute), Etag: "e1", RequestId: "r",
+				Parent: "tenants/acme", Owner: "default/web", Hold: durationpb.New(5 * time.Minute), Etag: placeholder, RequestId: "r",
 			}},
 		},
 		{
@@ -146,8 +145,8 @@ func TestAllocRequests(t *testing.T) {
 		},
 		{
 			name: "renew by owner with TTL and etag",
-			args: []string{"alloc", "renew", "default/web", "--tenant", "acme", "--ttl", "2h", "--etag", "e1"},
-			want: []proto.Message{&ipamv1.RenewAllocationRequest{Name: webName, Ttl: durationpb.New(2 * time.Hour), Etag: "e1"}},
+			args: []string{"alloc", "renew", "default/web", "--tenant", "acme", "--ttl", "2h", "--etag", placeholder},
+			want: []proto.Message{&ipamv1.RenewAllocationRequest{Name: webName, Ttl: durationpb.New(2 * time.Hour), Etag: placeholder}},
 		},
 		{
 			name: "audit list",
@@ -160,90 +159,102 @@ func TestAllocRequests(t *testing.T) {
 			want: []proto.Message{&ipamv1.ListAuditRecordsRequest{Parent: "tenants/-"}},
 		},
 	}
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/26", "2001:db8::/120")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			seed(f)
-			res := runAt(t, f.start(t), tt.args...)
-			checkRequests(t, f, res, tt.wantErr, tt.want)
+			// default/web holds an address (again, if a case released it).
+			web := ipam.allocate("acme", "default/web", "web", func(a *ipamv1.Allocation) { a.Ttl = durationpb.New(time.Hour) })
+			args, want := fill(tt.args, tt.want, web.GetEtag())
+			f, addr := ipam.record(t)
+			res := runAt(t, addr, args...)
+			checkRequests(t, f, res, tt.wantErr, want)
 		})
 	}
 }
 
 func TestAllocOutput(t *testing.T) {
-	f := newFake()
-	addr := f.start(t)
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	ipam.pool("lab", "203.0.113.16/28")
+	addr := ipam.addr
 	steps := []struct {
 		args       []string
 		wantStdout string
 		wantStderr string
 	}{
 		{
-			args: []string{"alloc", "allocate", "default/web", "--tenant", "acme", "--address", "192.0.2.7"},
-			wantStdout: `NAME                                             OWNER         ADDRESSES   POOL        EXPIRES
-tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   192.0.2.7   pools/web   -
+			args: []string{"alloc", "allocate", "default/web", "--tenant", "acme", "--address", "198.51.100.7"},
+			wantStdout: `NAME                                             OWNER         ADDRESSES      POOL        EXPIRES
+tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   198.51.100.7   pools/web   -
 `,
 		},
 		{
-			args:       []string{"alloc", "allocate", "default/web", "--tenant", "acme"},
-			wantStdout: "",
+			args: []string{"alloc", "allocate", "default/web", "--tenant", "acme"},
+			wantStdout: `NAME                                             OWNER         ADDRESSES      POOL        EXPIRES
+tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   198.51.100.7   pools/web   -
+`,
 			wantStderr: "default/web already held an allocation satisfying the request; returned unchanged\n",
 		},
-		{args: []string{"alloc", "allocate", "machine-42", "--tenant", "lab", "--pool", "lab", "-o", "name"}, wantStdout: labName + "\n"},
+		{args: []string{"alloc", "allocate", "machine-42", "--tenant", "lab", "--pool", "lab", "--ttl", "1h", "-o", "name"}, wantStdout: labName + "\n"},
 		{
 			args: []string{"alloc", "renew", "machine-42", "--tenant", "lab", "-o", "json"},
 			wantStdout: `{
   "name": "tenants/lab/allocations/a82edd6a5426cbeffa6fc",
+  "uid": "UID",
   "owner": "machine-42",
+  "ipFamilyPolicy": "IP_FAMILY_POLICY_SINGLE_STACK",
   "requestedPool": "pools/lab",
+  "trafficPolicy": "TRAFFIC_POLICY_CLUSTER",
+  "ttl": "3600s",
   "addresses": [
-    "192.0.2.2"
+    "203.0.113.16"
   ],
   "pool": "pools/lab",
-  "expireTime": "2030-01-01T00:00:00Z",
-  "etag": "e1"
+  "expireTime": "TIME",
+  "etag": "ETAG",
+  "createTime": "TIME",
+  "updateTime": "TIME"
 }
 `,
 		},
 		{
 			args: []string{"alloc", "list"},
-			wantStdout: `NAME                                             OWNER         ADDRESSES   POOL        EXPIRES
-tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   192.0.2.7   pools/web   -
-tenants/lab/allocations/a82edd6a5426cbeffa6fc    machine-42    192.0.2.2   pools/lab   2030-01-01T00:00:00Z
+			wantStdout: `NAME                                             OWNER         ADDRESSES      POOL        EXPIRES
+tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   198.51.100.7   pools/web   -
+tenants/lab/allocations/a82edd6a5426cbeffa6fc    machine-42    203.0.113.16   pools/lab   TIME
 `,
 		},
 		{args: []string{"alloc", "list", "--tenant", "lab", "-o", "name"}, wantStdout: labName + "\n"},
-		{args: []string{"alloc", "release", "machine-42", "--tenant", "lab", "--hold", "1h"}, wantStdout: "released " + labName + ": 192.0.2.2, held for the owner until 2030-01-02T03:04:05Z\n"},
-		{args: []string{"alloc", "release", webName, "-o", "json"}, wantStdout: "{\n  \"addresses\": [\n    \"192.0.2.7\"\n  ]\n}\n"},
+		{args: []string{"alloc", "release", "machine-42", "--tenant", "lab", "--hold", "1h"}, wantStdout: "released " + labName + ": 203.0.113.16, held for the owner until TIME\n"},
+		{args: []string{"alloc", "release", webName, "-o", "json"}, wantStdout: "{\n  \"addresses\": [\n    \"198.51.100.7\"\n  ]\n}\n"},
 		{args: []string{"alloc", "list", "-o", "json"}, wantStdout: "[]\n"},
+		{args: []string{"alloc", "list", "--held", "-o", "name"}, wantStdout: labName + "\n"},
 	}
 	for _, s := range steps {
 		res := runAt(t, addr, s.args...)
 		if res.err != nil {
 			t.Fatalf("%v: %v", s.args, res.err)
 		}
-		if s.wantStdout != "" || s.wantStderr != "" {
-			if s.wantStdout != "" {
-				if diff := cmp.Diff(s.wantStdout, res.stdout); diff != "" {
-					t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
-				}
-			}
-			if diff := cmp.Diff(s.wantStderr, res.stderr); diff != "" {
-				t.Errorf("%v: stderr (-want +got):\n%s", s.args, diff)
-			}
+		if diff := cmp.Diff(s.wantStdout, normalize(res.stdout)); diff != "" {
+			t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
+		}
+		if diff := cmp.Diff(s.wantStderr, res.stderr); diff != "" {
+			t.Errorf("%v: stderr (-want +got):\n%s", s.args, diff)
 		}
 	}
 }
 
+// TestPaging lists pools two a call: every page, then one page at a time
+// from the token the previous page printed.
 func TestPaging(t *testing.T) {
-	f := newFake()
-	f.pageSize = 2
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		f.pools["pools/"+n] = &ipamv1.Pool{Name: "pools/" + n}
+	ipam := newIPAM(t)
+	for i, n := range []string{"a", "b", "c", "d", "e"} {
+		ipam.pool(n, fmt.Sprintf("198.51.100.%d/29", 8*i))
 	}
-	addr := f.start(t)
+	f, addr := ipam.record(t)
 
-	res := runAt(t, addr, "pool", "list", "-o", "name")
+	res := runAt(t, addr, "pool", "list", "-o", "name", "--page-size", "2")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -254,146 +265,193 @@ func TestPaging(t *testing.T) {
 		t.Errorf("every page took %d calls, want 3", got)
 	}
 
-	res = runAt(t, addr, "pool", "list", "-o", "name", "--all=false", "--page-token", "2")
-	if res.err != nil {
-		t.Fatal(res.err)
+	var got []string
+	args := []string{"pool", "list", "-o", "name", "--page-size", "2", "--all=false"}
+	for page := 0; ; page++ {
+		res := runAt(t, addr, args...)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		got = append(got, res.stdout)
+		token, more := strings.CutPrefix(res.stderr, "more results: run again with --page-token ")
+		if !more {
+			if res.stderr != "" {
+				t.Errorf("last page: stderr %q, want nothing", res.stderr)
+			}
+			break
+		}
+		if page == 3 {
+			t.Fatalf("a fourth page of two pools out of five: %q", got)
+		}
+		args = []string{"pool", "list", "-o", "name", "--page-size", "2", "--all=false", "--page-token", strings.TrimSuffix(token, "\n")}
 	}
-	if diff := cmp.Diff("pools/c\npools/d\n", res.stdout); diff != "" {
-		t.Errorf("one page (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff("more results: run again with --page-token 4\n", res.stderr); diff != "" {
-		t.Errorf("one page stderr (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"pools/a\npools/b\n", "pools/c\npools/d\n", "pools/e\n"}, got); diff != "" {
+		t.Errorf("one page at a time (-want +got):\n%s", diff)
 	}
 }
 
 func TestAuditOutput(t *testing.T) {
-	f := newFake()
-	f.pageSize = 1
-	f.audit = []*ipamv1.AuditRecord{
-		{Name: "tenants/acme/auditRecords/2", Action: ipamv1.AuditRecord_ACTION_RELEASE, Actor: "alice", Owner: "default/web", Addresses: []string{"192.0.2.7"}, Pool: "pools/web"},
-		{Name: "tenants/lab/auditRecords/1", Action: ipamv1.AuditRecord_ACTION_ALLOCATE, Actor: "bob", Owner: "machine-42", Addresses: []string{"192.0.2.2", "2001:db8::2"}, Pool: "pools/lab"},
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	ipam.pool("lab", "203.0.113.16/28")
+	ipam.allocate("acme", "default/web", "web")
+	if _, err := ipamv1.NewAllocationServiceClient(ipam.conn).Release(ipam.ctx(), &ipamv1.ReleaseRequest{Name: webName}); err != nil {
+		t.Fatalf("setup: %v", err)
 	}
-	res := runAt(t, f.start(t), "audit", "list")
+	ipam.allocate("lab", "machine-42", "lab", func(a *ipamv1.Allocation) { a.IpFamilies = []ipamv1.IPFamily{ipamv1.IPFamily_IP_FAMILY_IPV4} })
+	res := runAt(t, ipam.addr, "audit", "list", "--page-size", "1")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	want := `TIME   ACTION     ACTOR   OWNER         ADDRESSES               POOL
--      RELEASE    alice   default/web   192.0.2.7               pools/web
--      ALLOCATE   bob     machine-42    192.0.2.2,2001:db8::2   pools/lab
+	// Newest first; the times are real, so the columns are compared
+	// without their padding.
+	want := `TIME ACTION ACTOR OWNER ADDRESSES POOL
+TIME RELEASE anonymous default/web 198.51.100.0 pools/web
+TIME ALLOCATE anonymous default/web 198.51.100.0 pools/web
+TIME ALLOCATE anonymous machine-42 203.0.113.16 pools/lab
 `
-	if diff := cmp.Diff(want, res.stdout); diff != "" {
+	if diff := cmp.Diff(want, unpadded(normalize(res.stdout))); diff != "" {
 		t.Errorf("audit list (-want +got):\n%s", diff)
 	}
 }
 
+// TestWatch watches for real: the snapshot, an allocation made while
+// watching, and a resume from the token printed when the watch stops.
 func TestWatch(t *testing.T) {
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	ipam.pool("lab", "203.0.113.16/28")
+	ipam.allocate("acme", "default/web", "web", func(a *ipamv1.Allocation) { a.RequestedAddresses = []string{"198.51.100.7"} })
+	f, addr := ipam.record(t)
+	resume := ""
 	tests := []struct {
-		name   string
-		args   []string
+		name string
+		args func() []string
+		// then runs once the first event is printed.
+		then   func()
 		want   string
-		wantRq *ipamv1.WatchAllocationsRequest
+		wantRq func() *ipamv1.WatchAllocationsRequest
 	}{
 		{
-			name:   "table",
-			args:   []string{"alloc", "watch"},
-			want:   "EXISTING " + webName + " default/web 192.0.2.7 pools/web\nPUT " + labName + " machine-42 192.0.2.2 pools/lab\n",
-			wantRq: &ipamv1.WatchAllocationsRequest{Parent: "tenants/-"},
+			name: "table",
+			args: func() []string { return []string{"alloc", "watch"} },
+			then: func() { ipam.allocate("lab", "machine-42", "lab") },
+			want: "EXISTING " + webName + " default/web 198.51.100.7 pools/web\nPUT " + labName + " machine-42 203.0.113.16 pools/lab\n",
+			wantRq: func() *ipamv1.WatchAllocationsRequest {
+				return &ipamv1.WatchAllocationsRequest{Parent: "tenants/-"}
+			},
 		},
 		{
-			name: "json",
-			args: []string{"alloc", "watch", "--tenant", "acme", "-o", "json"},
-			want: `{"type":"TYPE_EXISTING","allocation":{"name":"` + webName + `","owner":"default/web","addresses":["192.0.2.7"],"pool":"pools/web"}}` + "\n" +
-				`{"type":"TYPE_PUT","allocation":{"name":"` + labName + `","owner":"machine-42","addresses":["192.0.2.2"],"pool":"pools/lab"}}` + "\n",
-			wantRq: &ipamv1.WatchAllocationsRequest{Parent: "tenants/acme"},
+			name: "json, one tenant",
+			args: func() []string { return []string{"alloc", "watch", "--tenant", "acme", "-o", "json"} },
+			then: func() { ipam.allocate("acme", "default/db", "web") },
+			want: `{"type":"TYPE_EXISTING","allocation":{"name":"` + webName + `","uid":"UID","owner":"default/web","ipFamilyPolicy":"IP_FAMILY_POLICY_SINGLE_STACK","requestedAddresses":["198.51.100.7"],"requestedPool":"pools/web","trafficPolicy":"TRAFFIC_POLICY_CLUSTER","addresses":["198.51.100.7"],"pool":"pools/web","etag":"ETAG","createTime":"TIME","updateTime":"TIME"}}` + "\n" +
+				`{"type":"TYPE_PUT","allocation":{"name":"` + allocationName("tenants/acme", "default/db") + `","uid":"UID","owner":"default/db","ipFamilyPolicy":"IP_FAMILY_POLICY_SINGLE_STACK","requestedPool":"pools/web","trafficPolicy":"TRAFFIC_POLICY_CLUSTER","addresses":["198.51.100.0"],"pool":"pools/web","etag":"ETAG","createTime":"TIME","updateTime":"TIME"}}` + "\n",
+			wantRq: func() *ipamv1.WatchAllocationsRequest {
+				return &ipamv1.WatchAllocationsRequest{Parent: "tenants/acme"}
+			},
 		},
 		{
-			name:   "resume",
-			args:   []string{"alloc", "watch", "--resume", "r0", "-o", "name"},
-			want:   labName + "\n",
-			wantRq: &ipamv1.WatchAllocationsRequest{Parent: "tenants/-", ResumeToken: "r0"},
+			name: "resume",
+			args: func() []string { return []string{"alloc", "watch", "--resume", resume, "-o", "name"} },
+			// Made after the first watch's token: machine-44, then default/db.
+			want: allocationName("tenants/lab", "machine-44") + "\n" + allocationName("tenants/acme", "default/db") + "\n",
+			wantRq: func() *ipamv1.WatchAllocationsRequest {
+				return &ipamv1.WatchAllocationsRequest{Parent: "tenants/-", ResumeToken: resume}
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			f.allocs[webName] = &ipamv1.Allocation{Name: webName, Owner: "default/web", Addresses: []string{"192.0.2.7"}, Pool: "pools/web"}
-			f.watchSend = &ipamv1.WatchAllocationsResponse{
-				Events: []*ipamv1.AllocationEvent{{Type: ipamv1.AllocationEvent_TYPE_PUT, Allocation: &ipamv1.Allocation{
-					Name: labName, Owner: "machine-42", Addresses: []string{"192.0.2.2"}, Pool: "pools/lab",
-				}}},
-				ResumeToken: "r2",
-			}
-			addr := f.start(t)
-
+			before := len(f.recorded())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var stdout, stderr syncBuffer
 			cmd := NewRootCommand(Env{Stdout: &stdout, Stderr: &stderr})
-			cmd.SetArgs(append([]string{"--plaintext", "--server", addr}, tt.args...))
+			cmd.SetArgs(append([]string{"--plaintext", "--server", addr}, tt.args()...))
 			done := make(chan error, 1)
 			go func() { done <- cmd.ExecuteContext(ctx) }()
 
-			deadline := time.Now().Add(10 * time.Second)
-			for stdout.String() != tt.want && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
+			if tt.then != nil {
+				if !stdout.waitFor(30*time.Second, func(s string) bool { return s != "" }) {
+					t.Fatal("no event within 30s")
+				}
+				tt.then()
 			}
+			stdout.waitFor(30*time.Second, func(s string) bool { return normalize(s) == tt.want })
 			cancel() // Ctrl-C.
 			select {
 			case err := <-done:
 				if err != nil {
 					t.Fatalf("watch stopped with %v", err)
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("watch did not stop when cancelled")
 			}
-			if diff := cmp.Diff(tt.want, stdout.String()); diff != "" {
+			if diff := cmp.Diff(tt.want, normalize(stdout.String())); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff("watch stopped; resume with --resume r2\n", stderr.String()); diff != "" {
-				t.Errorf("stderr (-want +got):\n%s", diff)
+			token, ok := strings.CutPrefix(stderr.String(), "watch stopped; resume with --resume ")
+			if !ok || strings.Count(token, "\n") != 1 || !strings.HasSuffix(token, "\n") {
+				t.Fatalf("stderr %q, want a line telling how to resume", stderr.String())
 			}
-			checkRequests(t, f, result{}, "", []proto.Message{tt.wantRq})
+			if resume == "" {
+				resume = strings.TrimSuffix(token, "\n")
+				ipam.allocate("lab", "machine-44", "lab") // after the token: a resume sees it
+			}
+			if diff := cmp.Diff([]proto.Message{tt.wantRq()}, f.recorded()[before:], protocmp.Transform()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
 
+// TestWatchEndsWithServerError ends watches the ways a real server ends
+// them: it crashes, it shuts down, or it refuses the resume token.
 func TestWatchEndsWithServerError(t *testing.T) {
 	tests := []struct {
 		name       string
 		args       []string
-		then       error
+		end        func(*ipamtest.Replica)
 		wantErr    string
-		wantStderr string
+		wantResume bool
 	}{
-		{
-			name:       "server goes away",
-			args:       []string{"alloc", "watch"},
-			then:       status.Error(codes.Unavailable, "server shutting down"),
-			wantErr:    "error: Unavailable: server shutting down",
-			wantStderr: "watch stopped; resume with --resume r1\n",
-		},
-		{
-			name:    "token too old",
-			args:    []string{"alloc", "watch", "--resume", "old"},
-			then:    status.Error(codes.OutOfRange, "resume token too old"),
-			wantErr: "error: OutOfRange: resume token too old",
-		},
-		{
-			name:       "server ends the stream",
-			args:       []string{"alloc", "watch"},
-			wantStderr: "watch stopped; resume with --resume r1\n",
-		},
+		{name: "server crashes", args: []string{"alloc", "watch"}, end: (*ipamtest.Replica).Kill, wantErr: "error: Unavailable", wantResume: true},
+		{name: "server shuts down", args: []string{"alloc", "watch"}, end: func(r *ipamtest.Replica) { _ = r.Stop(ipamtest.StopTimeout) }, wantErr: "error: Unavailable: this IPAM replica is stopping: reconnect", wantResume: true},
+		{name: "token not the server's", args: []string{"alloc", "watch", "--resume", "old"}, wantErr: "error: InvalidArgument: resume_token: is not a resume token returned by this API"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			f.watchThen = func(context.Context) error { return tt.then }
-			res := runAt(t, f.start(t), tt.args...)
-			if got := output.FormatError(res.err); !strings.HasPrefix(got, tt.wantErr) {
+			ipam := ipamtest.Start(t, ipamtest.Options{})
+			r := ipam.Replicas[0]
+			seed := &testIPAM{t: t, addr: r.Addr, conn: r.Conn(t)}
+			seed.pool("web", "198.51.100.0/28")
+			seed.allocate("acme", "default/web", "web")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var stdout, stderr syncBuffer
+			cmd := NewRootCommand(Env{Stdout: &stdout, Stderr: &stderr})
+			cmd.SetArgs(append([]string{"--plaintext", "--server", r.Addr}, tt.args...))
+			done := make(chan error, 1)
+			go func() { done <- cmd.ExecuteContext(ctx) }()
+			if tt.end != nil {
+				// The stream is open once the snapshot is printed.
+				if !stdout.waitFor(30*time.Second, func(s string) bool { return s != "" }) {
+					t.Fatal("no snapshot within 30s")
+				}
+				tt.end(r)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatal("watch did not end")
+			}
+			if got := output.FormatError(err); !strings.HasPrefix(got, tt.wantErr) {
 				t.Errorf("error %q, want %q", got, tt.wantErr)
 			}
-			if diff := cmp.Diff(tt.wantStderr, res.stderr); diff != "" {
-				t.Errorf("stderr (-want +got):\n%s", diff)
+			if got := strings.HasPrefix(stderr.String(), "watch stopped; resume with --resume "); got != tt.wantResume {
+				t.Errorf("stderr %q: resume hint %v, want %v", stderr.String(), got, tt.wantResume)
 			}
 		})
 	}

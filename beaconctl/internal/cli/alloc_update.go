@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -130,16 +131,11 @@ no longer expires.`,
 			if _, err := f.request(cmd, ref.Name, &ipamv1.Allocation{}); err != nil {
 				return err
 			}
-			client, closeConn, err := allocClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
 			var current *ipamv1.Allocation
 			if f.needsCurrent(cmd) {
-				ctx, cancel := g.callContext(cmd.Context())
-				resp, err := client.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: ref.Name})
-				cancel()
+				resp, err := callOnce(cmd.Context(), g, ipamv1.NewAllocationServiceClient, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.GetAllocationResponse, error) {
+					return c.GetAllocation(ctx, &ipamv1.GetAllocationRequest{Name: ref.Name})
+				})
 				if err != nil {
 					return err
 				}
@@ -149,13 +145,10 @@ no longer expires.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.UpdateAllocation(ctx, req)
-			if err != nil {
-				return err
-			}
-			return printAllocation(g, cmd.OutOrStdout(), resp.GetAllocation())
+			return allocKind().one(cmd, g, func(ctx context.Context, c ipamv1.AllocationServiceClient) (*ipamv1.Allocation, error) {
+				resp, err := c.UpdateAllocation(ctx, req)
+				return resp.GetAllocation(), err
+			})
 		},
 	}
 	fs := cmd.Flags()

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -15,12 +14,13 @@ import (
 )
 
 func TestAllocUpdateRequests(t *testing.T) {
-	seed := func(f *fakeIPAM) {
-		f.allocs[webName] = &ipamv1.Allocation{
-			Name: webName, Owner: "default/web", Addresses: []string{"192.0.2.7"}, Pool: "pools/web", Etag: "e1",
-			OwnerLabels:     map[string]string{"app": "web", "legacy": "yes"},
-			NamespaceLabels: map[string]string{"team": "net"},
-		}
+	// default/web anew for each case, with labels to edit.
+	seed := func(e *testIPAM) {
+		_, _ = ipamv1.NewAllocationServiceClient(e.conn).Release(e.ctx(), &ipamv1.ReleaseRequest{Name: webName})
+		e.allocate("acme", "default/web", "web", func(a *ipamv1.Allocation) {
+			a.OwnerLabels = map[string]string{"app": "web", "legacy": "yes"}
+			a.NamespaceLabels = map[string]string{"team": "net"}
+		})
 	}
 	get := &ipamv1.GetAllocationRequest{Name: webName}
 	update := func(a *ipamv1.Allocation, paths ...string) *ipamv1.UpdateAllocationRequest {
@@ -37,12 +37,13 @@ func TestAllocUpdateRequests(t *testing.T) {
 			}, "traffic_policy", "endpoint_nodes")},
 		},
 		{
-			name: "labels are edited with the etag read",
-			args: []string{"alloc", "update", webName, "--label", "tier=edge", "--label", "legacy-", "--namespace-label", "team-"},
+			name:   "labels are edited with the etag read",
+			args:   []string{"alloc", "update", webName, "--label", "tier=edge", "--label", "legacy-", "--namespace-label", "team-"},
+			etagOf: webName,
 			want: []proto.Message{get, update(&ipamv1.Allocation{
 				OwnerLabels:     map[string]string{"app": "web", "tier": "edge"},
 				NamespaceLabels: map[string]string{},
-				Etag:            "e1",
+				Etag:            placeholder,
 			}, "owner_labels", "namespace_labels")},
 		},
 		{
@@ -50,8 +51,9 @@ func TestAllocUpdateRequests(t *testing.T) {
 			args: []string{
 				"alloc", "update", "default/web", "--tenant", "acme", "--ttl", "2h", "--endpoint-node", "n1",
 				"--traffic-policy", "cluster", "--port", "80/tcp,443", "--port", "53/udp", "--namespace-label", "x=y",
-				"--label", "a=b", "--etag", "e1", "--request-id", "r",
+				"--label", "a=b", "--etag", placeholder, "--request-id", "r",
 			},
+			etagOf: webName,
 			want: []proto.Message{get, &ipamv1.UpdateAllocationRequest{
 				Allocation: &ipamv1.Allocation{
 					Name:            webName,
@@ -65,7 +67,7 @@ func TestAllocUpdateRequests(t *testing.T) {
 					TrafficPolicy: ipamv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 					EndpointNodes: []string{"n1"},
 					Ttl:           durationpb.New(2 * time.Hour),
-					Etag:          "e1",
+					Etag:          placeholder,
 				},
 				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"owner_labels", "namespace_labels", "ports", "traffic_policy", "endpoint_nodes", "ttl"}},
 				RequestId:  "r",
@@ -82,7 +84,7 @@ func TestAllocUpdateRequests(t *testing.T) {
 			want:    []proto.Message{update(&ipamv1.Allocation{Ttl: durationpb.New(time.Hour), Etag: "e0"}, "ttl")},
 			wantErr: "Aborted",
 		},
-		{name: "nothing to update", args: []string{"alloc", "update", "default/web", "--tenant", "acme", "--etag", "e1"}, wantErr: "nothing to update"},
+		{name: "nothing to update", args: []string{"alloc", "update", "default/web", "--tenant", "acme", "--etag", "x"}, wantErr: "nothing to update"},
 		{name: "bad traffic policy", args: []string{"alloc", "update", webName, "--traffic-policy", "nearest"}, wantErr: `--traffic-policy "nearest": want cluster or local`},
 		{name: "bad port", args: []string{"alloc", "update", webName, "--port", "0"}, wantErr: `--port "0"`},
 		{name: "negative ttl", args: []string{"alloc", "update", webName, "--ttl", "-1m"}, wantErr: "--ttl must not be negative"},
@@ -91,70 +93,71 @@ func TestAllocUpdateRequests(t *testing.T) {
 		{
 			name:    "unknown owner",
 			args:    []string{"alloc", "update", "default/db", "--tenant", "acme", "--label", "a=b"},
-			want:    []proto.Message{&ipamv1.GetAllocationRequest{Name: fakeAllocationName("tenants/acme", "default/db")}},
-			wantErr: "not found",
+			want:    []proto.Message{&ipamv1.GetAllocationRequest{Name: allocationName("tenants/acme", "default/db")}},
+			wantErr: "NotFound",
 		},
 	})
 }
 
 func TestAllocUpdateAndAnnouncedBy(t *testing.T) {
-	f := newFake()
-	f.allocs[webName] = &ipamv1.Allocation{
-		Name: webName, Owner: "default/web", Addresses: []string{"192.0.2.7", "2001:db8::7"}, Pool: "pools/web", Etag: "e1",
-		Announcements: []*ipamv1.AllocationAnnouncement{
-			{Announcer: "tenants/acme/announcers/node-1", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}},
-			{Announcer: "tenants/acme/announcers/node-2", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: []string{"tor1"}},
-		},
-	}
-	addr := f.start(t)
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28", "2001:db8::/120")
+	ipam.allocate("acme", "default/web", "web", func(a *ipamv1.Allocation) {
+		a.RequestedAddresses = []string{"198.51.100.7", "2001:db8::7"}
+		a.IpFamilyPolicy = ipamv1.IPFamilyPolicy_IP_FAMILY_POLICY_REQUIRE_DUAL_STACK
+	})
+	// Two real announcer sessions report announcing its addresses.
+	ipam.announce("acme", "node-1", nil, []*ipamv1.NetworkInterface{{Name: "eth0", HardwareAddress: "02:00:00:00:00:01", Up: true}},
+		&ipamv1.AnnouncerStatus{Announced: []*ipamv1.AnnouncedAddress{
+			{Address: "198.51.100.7", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}},
+		}})
+	ipam.announce("acme", "node-2", nil, nil, &ipamv1.AnnouncerStatus{Announced: []*ipamv1.AnnouncedAddress{
+		{Address: "2001:db8::7/128", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: []string{"tor1"}},
+	}})
+	addr := ipam.addr
 	steps := []struct {
 		args       []string
 		wantStdout string
 	}{
 		{
 			args: []string{"alloc", "get", "default/web", "--tenant", "acme"},
-			wantStdout: `NAME                                             OWNER         ADDRESSES               POOL        EXPIRES   ANNOUNCED-BY
-tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   192.0.2.7,2001:db8::7   pools/web   -         node-1(L2),node-2(BGP)
+			wantStdout: `NAME                                             OWNER         ADDRESSES                  POOL        EXPIRES   ANNOUNCED-BY
+tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   198.51.100.7,2001:db8::7   pools/web   -         node-1(L2 198.51.100.7),node-2(BGP 2001:db8::7/128)
 `,
 		},
 		{
 			args: []string{"alloc", "update", "default/web", "--tenant", "acme", "--traffic-policy", "local", "--endpoint-node", "node-2", "-o", "json"},
+			// An update answers the allocation without who announces it
+			// (get shows that).
 			wantStdout: `{
   "name": "tenants/acme/allocations/a82b3ade9d00cd1642a4d",
+  "uid": "UID",
   "owner": "default/web",
+  "ipFamilyPolicy": "IP_FAMILY_POLICY_REQUIRE_DUAL_STACK",
+  "requestedAddresses": [
+    "198.51.100.7",
+    "2001:db8::7"
+  ],
+  "requestedPool": "pools/web",
   "trafficPolicy": "TRAFFIC_POLICY_LOCAL",
   "endpointNodes": [
     "node-2"
   ],
   "addresses": [
-    "192.0.2.7",
+    "198.51.100.7",
     "2001:db8::7"
   ],
   "pool": "pools/web",
-  "etag": "e1+",
-  "announcements": [
-    {
-      "announcer": "tenants/acme/announcers/node-1",
-      "protocol": "ANNOUNCEMENT_PROTOCOL_L2",
-      "interfaces": [
-        "eth0"
-      ]
-    },
-    {
-      "announcer": "tenants/acme/announcers/node-2",
-      "protocol": "ANNOUNCEMENT_PROTOCOL_BGP",
-      "peers": [
-        "tor1"
-      ]
-    }
-  ]
+  "etag": "ETAG",
+  "createTime": "TIME",
+  "updateTime": "TIME"
 }
 `,
 		},
 		{
 			args: []string{"alloc", "update", webName, "--label", "tier=edge"},
-			wantStdout: `NAME                                             OWNER         ADDRESSES               POOL        EXPIRES
-tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   192.0.2.7,2001:db8::7   pools/web   -
+			wantStdout: `NAME                                             OWNER         ADDRESSES                  POOL        EXPIRES
+tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   198.51.100.7,2001:db8::7   pools/web   -
 `,
 		},
 		{args: []string{"alloc", "get", webName, "-o", "name"}, wantStdout: webName + "\n"},
@@ -164,14 +167,15 @@ tenants/acme/allocations/a82b3ade9d00cd1642a4d   default/web   192.0.2.7,2001:db
 		if res.err != nil {
 			t.Fatalf("%v: %s", s.args, output.FormatError(res.err))
 		}
-		if diff := cmp.Diff(s.wantStdout, res.stdout); diff != "" {
+		if diff := cmp.Diff(s.wantStdout, normalize(res.stdout)); diff != "" {
 			t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
 		}
 	}
-	if got := f.allocs[webName].GetOwnerLabels(); !cmp.Equal(got, map[string]string{"tier": "edge"}) {
-		t.Errorf("owner labels after update: %v", got)
+	resp, err := ipamv1.NewAllocationServiceClient(ipam.conn).GetAllocation(ipam.ctx(), &ipamv1.GetAllocationRequest{Name: webName})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := f.allocs[webName].GetEtag(); !strings.HasPrefix(got, "e1++") {
-		t.Errorf("etag %q after two updates, want e1++", got)
+	if got := resp.GetAllocation().GetOwnerLabels(); !cmp.Equal(got, map[string]string{"tier": "edge"}) {
+		t.Errorf("owner labels after update: %v", got)
 	}
 }

@@ -36,15 +36,14 @@ NODE with --tenant, or the full name. list shows the nodes subscribed now
 	return cmd
 }
 
-func announcerClient(g *globals) (ipamv1.AnnouncerServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// announcerKind is the announcer resource for the shared command shapes.
+func announcerKind() resourceKind[ipamv1.AnnouncerServiceClient, *ipamv1.Announcer] {
+	return resourceKind[ipamv1.AnnouncerServiceClient, *ipamv1.Announcer]{
+		client: ipamv1.NewAnnouncerServiceClient,
+		name:   (*ipamv1.Announcer).GetName,
+		table:  output.AnnouncerTable,
 	}
-	return ipamv1.NewAnnouncerServiceClient(conn), func() { _ = conn.Close() }, nil
 }
-
-func announcerResourceName(a *ipamv1.Announcer) string { return a.GetName() }
 
 func newAnnouncerGetCommand(g *globals) *cobra.Command {
 	var tenant string
@@ -63,19 +62,11 @@ BFD ("up", or "-" when BFD is down or not configured).`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcerClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: ref.Name})
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), resp.GetAnnouncer(), announcerResourceName, func(w io.Writer, as []*ipamv1.Announcer) error {
-				return output.AnnouncerDetails(w, as[0])
+			details := announcerKind()
+			details.table = func(w io.Writer, as []*ipamv1.Announcer) error { return output.AnnouncerDetails(w, as[0]) }
+			return details.one(cmd, g, func(ctx context.Context, c ipamv1.AnnouncerServiceClient) (*ipamv1.Announcer, error) {
+				resp, err := c.GetAnnouncer(ctx, &ipamv1.GetAnnouncerRequest{Name: ref.Name})
+				return resp.GetAnnouncer(), err
 			})
 		},
 	}
@@ -106,19 +97,10 @@ and configured BGP sessions (ESTABLISHED/TOTAL).`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcerClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			anns, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Announcer, string, error) {
-				resp, err := client.ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: parent, PageSize: pages.size, PageToken: token})
+			return announcerKind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.AnnouncerServiceClient, token string) ([]*ipamv1.Announcer, string, error) {
+				resp, err := c.ListAnnouncers(ctx, &ipamv1.ListAnnouncersRequest{Parent: parent, PageSize: pages.size, PageToken: token})
 				return resp.GetAnnouncers(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), anns, announcerResourceName, output.AnnouncerTable)
 		},
 	}
 	fs := cmd.Flags()
@@ -160,31 +142,22 @@ though the drain has ended.`
 		if err != nil {
 			return err
 		}
-		client, closeConn, err := announcerClient(g)
+		kind := announcerKind()
+		a, err := callOnce(cmd.Context(), g, kind.client, func(ctx context.Context, c ipamv1.AnnouncerServiceClient) (*ipamv1.Announcer, error) {
+			if drain {
+				resp, err := c.DrainAnnouncer(ctx, &ipamv1.DrainAnnouncerRequest{Name: ref.Name})
+				return resp.GetAnnouncer(), err
+			}
+			resp, err := c.UndrainAnnouncer(ctx, &ipamv1.UndrainAnnouncerRequest{Name: ref.Name})
+			return resp.GetAnnouncer(), err
+		})
 		if err != nil {
 			return err
-		}
-		defer closeConn()
-		ctx, cancel := g.callContext(cmd.Context())
-		defer cancel()
-		var a *ipamv1.Announcer
-		if drain {
-			resp, err := client.DrainAnnouncer(ctx, &ipamv1.DrainAnnouncerRequest{Name: ref.Name})
-			if err != nil {
-				return err
-			}
-			a = resp.GetAnnouncer()
-		} else {
-			resp, err := client.UndrainAnnouncer(ctx, &ipamv1.UndrainAnnouncerRequest{Name: ref.Name})
-			if err != nil {
-				return err
-			}
-			a = resp.GetAnnouncer()
 		}
 		if drain && !a.GetLive() {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is not subscribed now; the drain applies when it subscribes (check the node name)\n", ref.Name)
 		}
-		return printOne(g, cmd.OutOrStdout(), a, announcerResourceName, output.AnnouncerTable)
+		return kind.print(g, cmd.OutOrStdout(), a)
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "`TENANT` of the node (required unless NODE is a full name)")
 	return cmd

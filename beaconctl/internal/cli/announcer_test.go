@@ -3,11 +3,9 @@ package cli
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
@@ -15,24 +13,24 @@ import (
 
 const node1 = "tenants/acme/announcers/node-1"
 
-func seedAnnouncers(f *fakeIPAM) {
-	f.announcers[node1] = &ipamv1.Announcer{
-		Name:        node1,
-		Labels:      map[string]string{"zone": "a"},
-		Interfaces:  []*ipamv1.NetworkInterface{{Name: "eth0", HardwareAddress: "02:00:00:00:00:01", Addresses: []string{"192.0.2.10/24"}, Up: true}},
-		Live:        true,
-		ConnectTime: timestamppb.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)),
-		Status: &ipamv1.AnnouncerStatus{
+// seedAnnouncers makes node-1 of acme (with an address announced over L2
+// and one over BGP) and rack7.example of lab live: real announcer sessions.
+// Pool web must exist.
+func seedAnnouncers(e *testIPAM) {
+	e.allocate("acme", "default/web", "web", func(a *ipamv1.Allocation) { a.RequestedAddresses = []string{"198.51.100.7"} })
+	e.allocate("acme", "default/db", "web", func(a *ipamv1.Allocation) { a.RequestedAddresses = []string{"198.51.100.8"} })
+	e.announce("acme", "node-1", map[string]string{"zone": "a"},
+		[]*ipamv1.NetworkInterface{{Name: "eth0", HardwareAddress: "02:00:00:00:00:01", Addresses: []string{"198.51.100.100/24"}, Up: true}},
+		&ipamv1.AnnouncerStatus{
 			Announced: []*ipamv1.AnnouncedAddress{
-				{Address: "192.0.2.7", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}},
-				{Address: "192.0.2.8/32", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: []string{"tenants/acme/bgpPeers/tor1"}},
+				{Address: "198.51.100.7", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2, Interfaces: []string{"eth0"}},
+				{Address: "198.51.100.8/32", Protocol: ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP, Peers: []string{"tenants/acme/bgpPeers/tor1"}},
 			},
 			Sessions: []*ipamv1.BGPSessionStatus{
 				{Peer: "tenants/acme/bgpPeers/tor1", State: ipamv1.BGPSessionStatus_STATE_ESTABLISHED, BfdUp: true, AdvertisedPrefixes: 1},
 			},
-		},
-	}
-	f.announcers["tenants/lab/announcers/rack7.example"] = &ipamv1.Announcer{Name: "tenants/lab/announcers/rack7.example", Live: true}
+		})
+	e.announce("lab", "rack7.example", nil, nil, &ipamv1.AnnouncerStatus{})
 }
 
 func TestAnnouncerRequests(t *testing.T) {
@@ -51,9 +49,10 @@ func TestAnnouncerRequests(t *testing.T) {
 }
 
 func TestAnnouncerOutput(t *testing.T) {
-	f := newFake()
-	seedAnnouncers(f)
-	addr := f.start(t)
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	seedAnnouncers(ipam)
+	addr := ipam.addr
 	steps := []struct {
 		args       []string
 		wantStdout string
@@ -71,19 +70,19 @@ tenants/lab/announcers/rack7.example   true   false      -            0         
 			args: []string{"announcer", "get", "node-1", "--tenant", "acme"},
 			wantStdout: `Name:        tenants/acme/announcers/node-1
 Live:        true
-Connected:   2026-03-04T05:06:07Z
+Connected:   TIME
 Draining:    false
 Excluded:    false
 Labels:      zone=a
 
 Interfaces:
   NAME   STATE   MAC                 ADDRESSES
-  eth0   up      02:00:00:00:00:01   192.0.2.10/24
+  eth0   up      02:00:00:00:00:01   198.51.100.100/24
 
 Announced:
-  ADDRESS        PROTOCOL   INTERFACES/PEERS
-  192.0.2.7      L2         eth0
-  192.0.2.8/32   BGP        tenants/acme/bgpPeers/tor1
+  ADDRESS           PROTOCOL   INTERFACES/PEERS
+  198.51.100.7      L2         eth0
+  198.51.100.8/32   BGP        tenants/acme/bgpPeers/tor1
 
 BGP sessions:
   PEER                         STATE         BFD   SINCE   PREFIXES
@@ -102,11 +101,16 @@ tenants/acme/announcers/node-1   true   true       eth0         2           1/1
 			wantStdout: "tenants/acme/announcers/node-9\n",
 			wantStderr: "warning: tenants/acme/announcers/node-9 is not subscribed now; the drain applies when it subscribes (check the node name)\n",
 		},
-		// Lists show live nodes only; get finds one drained while away.
-		{args: []string{"announcer", "list", "--tenant", "acme", "-o", "name"}, wantStdout: node1 + "\n"},
-		{args: []string{"announcer", "get", "node-9", "--tenant", "acme", "-o", "json"}, wantStdout: "{\n  \"name\": \"tenants/acme/announcers/node-9\",\n  \"draining\": true\n}\n"},
-		// The server ends the drain, then cannot find the node it returns.
-		{args: []string{"announcer", "undrain", "node-9", "--tenant", "acme"}, wantErr: "NotFound"},
+		// Lists show the live nodes and one drained while away.
+		{args: []string{"announcer", "list", "--tenant", "acme", "-o", "name"}, wantStdout: node1 + "\n" + "tenants/acme/announcers/node-9\n"},
+		{args: []string{"announcer", "get", "node-9", "--tenant", "acme", "-o", "json"}, wantStdout: "{\n  \"name\": \"tenants/acme/announcers/node-9\",\n  \"status\": {},\n  \"draining\": true\n}\n"},
+		// Undrained while away, the node is no longer one the IPAM knows.
+		{
+			args: []string{"announcer", "undrain", "node-9", "--tenant", "acme"},
+			wantStdout: `NAME                             LIVE    DRAINING   INTERFACES   ANNOUNCED   SESSIONS
+tenants/acme/announcers/node-9   false   false      -            0           -
+`,
+		},
 		{args: []string{"announcer", "get", "node-9", "--tenant", "acme"}, wantErr: "NotFound"},
 		{args: []string{"announcer", "undrain", "node-1", "--tenant", "acme", "-o", "name"}, wantStdout: node1 + "\n"},
 	}
@@ -123,7 +127,7 @@ tenants/acme/announcers/node-1   true   true       eth0         2           1/1
 			continue
 		}
 		if s.wantStdout != "" {
-			if diff := cmp.Diff(s.wantStdout, res.stdout); diff != "" {
+			if diff := cmp.Diff(s.wantStdout, normalize(res.stdout)); diff != "" {
 				t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
 			}
 		}
@@ -131,7 +135,11 @@ tenants/acme/announcers/node-1   true   true       eth0         2           1/1
 			t.Errorf("%v: stderr (-want +got):\n%s", s.args, diff)
 		}
 	}
-	if f.announcers[node1].GetDraining() {
+	resp, err := ipamv1.NewAnnouncerServiceClient(ipam.conn).GetAnnouncer(ipam.ctx(), &ipamv1.GetAnnouncerRequest{Name: node1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetAnnouncer().GetDraining() {
 		t.Error("node-1 is still drained after undrain")
 	}
 }

@@ -49,15 +49,16 @@ func writeFile(t *testing.T, path, content string) string {
 // then the files of `make run`.
 func TestConnectionSettings(t *testing.T) {
 	pki := newTestPKI(t)
-	f := newFake()
-	gw := f.start(t, grpc.Creds(credentials.NewTLS(&tls.Config{
+	// A TLS front (as the gateway is) and a plaintext one before one real
+	// IPAM, each keeping the metadata of the calls.
+	ipam := newIPAM(t)
+	f, gw := ipam.record(t, grpc.Creds(credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{pki.server},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		ClientCAs:    pki.pool,
 		MinVersion:   tls.VersionTLS12,
 	})))
-	plain := newFake()
-	plainAddr := plain.start(t)
+	plain, plainAddr := ipam.record(t)
 	dead := unusedAddr(t)
 	caPEM, err := os.ReadFile(pki.caFile)
 	if err != nil {
@@ -87,7 +88,7 @@ func TestConnectionSettings(t *testing.T) {
 		dir      string
 		env      map[string]string
 		args     []string
-		fake     *fakeIPAM
+		fake     *recorder
 		wantAuth []string
 		wantErr  string
 	}{

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
@@ -66,18 +66,13 @@ admin role; viewers may read them.`,
 	return cmd
 }
 
-func groupClient(g *globals) (ipamv1.GlobalGroupServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// groupKind is the global group resource for the shared command shapes.
+func groupKind() resourceKind[ipamv1.GlobalGroupServiceClient, *ipamv1.GlobalGroup] {
+	return resourceKind[ipamv1.GlobalGroupServiceClient, *ipamv1.GlobalGroup]{
+		client: ipamv1.NewGlobalGroupServiceClient,
+		name:   (*ipamv1.GlobalGroup).GetName,
+		table:  output.GroupTable,
 	}
-	return ipamv1.NewGlobalGroupServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func groupResourceName(gr *ipamv1.GlobalGroup) string { return gr.GetName() }
-
-func printGroup(g *globals, w io.Writer, gr *ipamv1.GlobalGroup) error {
-	return printOne(g, w, gr, groupResourceName, output.GroupTable)
 }
 
 func newGroupCreateCommand(g *globals) *cobra.Command {
@@ -101,21 +96,13 @@ func newGroupCreateCommand(g *globals) *cobra.Command {
 				return err
 			}
 			parent, id, _ := strings.Cut(name, "/globalGroups/")
-			client, closeConn, err := groupClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.CreateGlobalGroup(ctx, &ipamv1.CreateGlobalGroupRequest{
-				Parent: parent, GlobalGroupId: id, RequestId: requestID,
-				GlobalGroup: &ipamv1.GlobalGroup{Tenants: ts, Description: description},
+			return groupKind().one(cmd, g, func(ctx context.Context, c ipamv1.GlobalGroupServiceClient) (*ipamv1.GlobalGroup, error) {
+				resp, err := c.CreateGlobalGroup(ctx, &ipamv1.CreateGlobalGroupRequest{
+					Parent: parent, GlobalGroupId: id, RequestId: requestID,
+					GlobalGroup: &ipamv1.GlobalGroup{Tenants: ts, Description: description},
+				})
+				return resp.GetGlobalGroup(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printGroup(g, cmd.OutOrStdout(), resp.GetGlobalGroup())
 		},
 	}
 	fs := cmd.Flags()
@@ -126,30 +113,14 @@ func newGroupCreateCommand(g *globals) *cobra.Command {
 }
 
 func newGroupGetCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return groupKind().getCommand(g, &cobra.Command{
 		Use:     "get POOL/GROUP",
 		Short:   "Show a global group with its addresses and members",
 		Example: `  beaconctl group get anycast/web -o json`,
-		Args:    exactArgs("POOL/GROUP"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := groupName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := groupClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetGlobalGroup(ctx, &ipamv1.GetGlobalGroupRequest{Name: name})
-			if err != nil {
-				return err
-			}
-			return printGroup(g, cmd.OutOrStdout(), resp.GetGlobalGroup())
-		},
-	}
+	}, "POOL/GROUP", groupName, func(ctx context.Context, c ipamv1.GlobalGroupServiceClient, name string) (*ipamv1.GlobalGroup, error) {
+		resp, err := c.GetGlobalGroup(ctx, &ipamv1.GetGlobalGroupRequest{Name: name})
+		return resp.GetGlobalGroup(), err
+	})
 }
 
 func newGroupListCommand(g *globals) *cobra.Command {
@@ -171,19 +142,10 @@ func newGroupListCommand(g *globals) *cobra.Command {
 				}
 				parent = p
 			}
-			client, closeConn, err := groupClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			groups, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.GlobalGroup, string, error) {
-				resp, err := client.ListGlobalGroups(ctx, &ipamv1.ListGlobalGroupsRequest{Parent: parent, PageSize: pages.size, PageToken: token})
+			return groupKind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.GlobalGroupServiceClient, token string) ([]*ipamv1.GlobalGroup, string, error) {
+				resp, err := c.ListGlobalGroups(ctx, &ipamv1.ListGlobalGroupsRequest{Parent: parent, PageSize: pages.size, PageToken: token})
 				return resp.GetGlobalGroups(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), groups, groupResourceName, output.GroupTable)
 		},
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only the groups of `POOL`")
@@ -227,56 +189,25 @@ stays until released.`,
 			if len(paths) == 0 {
 				return fmt.Errorf("nothing to update: set --tenant or --description")
 			}
-			client, closeConn, err := groupClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.UpdateGlobalGroup(ctx, &ipamv1.UpdateGlobalGroupRequest{GlobalGroup: gr, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}, RequestId: requestID})
-			if err != nil {
-				return err
-			}
-			return printGroup(g, cmd.OutOrStdout(), resp.GetGlobalGroup())
+			return groupKind().one(cmd, g, func(ctx context.Context, c ipamv1.GlobalGroupServiceClient) (*ipamv1.GlobalGroup, error) {
+				resp, err := c.UpdateGlobalGroup(ctx, &ipamv1.UpdateGlobalGroupRequest{GlobalGroup: gr, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}, RequestId: requestID})
+				return resp.GetGlobalGroup(), err
+			})
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringSliceVar(&tenants, "tenant", nil, "`TENANT` granted to join (repeat; replaces the list)")
 	fs.StringVar(&description, "description", "", "new `TEXT`")
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the group still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	return etagFlags(cmd, "the group", &etag, &requestID)
 }
 
 func newGroupDeleteCommand(g *globals) *cobra.Command {
 	var etag, requestID string
-	cmd := &cobra.Command{
+	return etagFlags(groupKind().deleteCommand(g, &cobra.Command{
 		Use:     "delete POOL/GROUP",
 		Short:   "Delete a global group that has no members",
 		Example: `  beaconctl group delete anycast/web`,
-		Args:    exactArgs("POOL/GROUP"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := groupName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := groupClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.DeleteGlobalGroup(ctx, &ipamv1.DeleteGlobalGroupRequest{Name: name, Etag: etag, RequestId: requestID})
-			if err != nil {
-				return err
-			}
-			return printDeleted(g, cmd.OutOrStdout(), name, resp)
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the group still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	}, "POOL/GROUP", groupName, func(ctx context.Context, c ipamv1.GlobalGroupServiceClient, name string) (proto.Message, error) {
+		return c.DeleteGlobalGroup(ctx, &ipamv1.DeleteGlobalGroupRequest{Name: name, Etag: etag, RequestId: requestID})
+	}), "the group", &etag, &requestID)
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -38,18 +37,13 @@ A pool is named "pools/NAME"; NAME is 1-63 lower-case letters, digits and
 	return cmd
 }
 
-func poolClient(g *globals) (ipamv1.PoolServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// poolKind is the pool resource for the shared command shapes.
+func poolKind() resourceKind[ipamv1.PoolServiceClient, *ipamv1.Pool] {
+	return resourceKind[ipamv1.PoolServiceClient, *ipamv1.Pool]{
+		client: ipamv1.NewPoolServiceClient,
+		name:   (*ipamv1.Pool).GetName,
+		table:  output.PoolTable,
 	}
-	return ipamv1.NewPoolServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func poolResourceName(p *ipamv1.Pool) string { return p.GetName() }
-
-func printPool(g *globals, w io.Writer, p *ipamv1.Pool) error {
-	return printOne(g, w, p, poolResourceName, output.PoolTable)
 }
 
 type poolCreateFlags struct {
@@ -139,18 +133,10 @@ serviceAllocation does.`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := poolClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.CreatePool(ctx, req)
-			if err != nil {
-				return err
-			}
-			return printPool(g, cmd.OutOrStdout(), resp.GetPool())
+			return poolKind().one(cmd, g, func(ctx context.Context, c ipamv1.PoolServiceClient) (*ipamv1.Pool, error) {
+				resp, err := c.CreatePool(ctx, req)
+				return resp.GetPool(), err
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -169,31 +155,15 @@ serviceAllocation does.`,
 }
 
 func newPoolGetCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return poolKind().getCommand(g, &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show a pool and its usage",
 		Example: `  beaconctl pool get web
   beaconctl pool get pools/web -o json`,
-		Args: exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := poolName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := poolClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetPool(ctx, &ipamv1.GetPoolRequest{Name: name})
-			if err != nil {
-				return err
-			}
-			return printPool(g, cmd.OutOrStdout(), resp.GetPool())
-		},
-	}
+	}, "NAME", poolName, func(ctx context.Context, c ipamv1.PoolServiceClient, name string) (*ipamv1.Pool, error) {
+		resp, err := c.GetPool(ctx, &ipamv1.GetPoolRequest{Name: name})
+		return resp.GetPool(), err
+	})
 }
 
 func newPoolListCommand(g *globals) *cobra.Command {
@@ -213,23 +183,14 @@ func newPoolListCommand(g *globals) *cobra.Command {
   beaconctl pool list -o name`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, closeConn, err := poolClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			pools, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Pool, string, error) {
-				resp, err := client.ListPools(ctx, &ipamv1.ListPoolsRequest{
+			return poolKind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.PoolServiceClient, token string) ([]*ipamv1.Pool, string, error) {
+				resp, err := c.ListPools(ctx, &ipamv1.ListPoolsRequest{
 					PageSize:  pages.size,
 					PageToken: token,
 					Filter:    filter,
 				})
 				return resp.GetPools(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), pools, poolResourceName, output.PoolTable)
 		},
 	}
 	cmd.Flags().StringVar(&filter, "filter", "", "only pools matching this `FILTER` (see above)")
@@ -355,16 +316,11 @@ Removing a range that holds allocations is refused.`,
 			} else if _, err := f.request(cmd, name, nil); err != nil {
 				return err
 			}
-			client, closeConn, err := poolClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
 			var current *ipamv1.Pool
 			if f.needsCurrent(cmd) {
-				ctx, cancel := g.callContext(cmd.Context())
-				resp, err := client.GetPool(ctx, &ipamv1.GetPoolRequest{Name: name})
-				cancel()
+				resp, err := callOnce(cmd.Context(), g, ipamv1.NewPoolServiceClient, func(ctx context.Context, c ipamv1.PoolServiceClient) (*ipamv1.GetPoolResponse, error) {
+					return c.GetPool(ctx, &ipamv1.GetPoolRequest{Name: name})
+				})
 				if err != nil {
 					return err
 				}
@@ -374,13 +330,10 @@ Removing a range that holds allocations is refused.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.UpdatePool(ctx, req)
-			if err != nil {
-				return err
-			}
-			return printPool(g, cmd.OutOrStdout(), resp.GetPool())
+			return poolKind().one(cmd, g, func(ctx context.Context, c ipamv1.PoolServiceClient) (*ipamv1.Pool, error) {
+				resp, err := c.UpdatePool(ctx, req)
+				return resp.GetPool(), err
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -417,18 +370,13 @@ is set, which releases its allocations first.`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := poolClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.DeletePool(ctx, &ipamv1.DeletePoolRequest{
-				Name:      name,
-				Etag:      etag,
-				Force:     force,
-				RequestId: requestID,
+			resp, err := callOnce(cmd.Context(), g, ipamv1.NewPoolServiceClient, func(ctx context.Context, c ipamv1.PoolServiceClient) (*ipamv1.DeletePoolResponse, error) {
+				return c.DeletePool(ctx, &ipamv1.DeletePoolRequest{
+					Name:      name,
+					Etag:      etag,
+					Force:     force,
+					RequestId: requestID,
+				})
 			})
 			if err != nil {
 				return err
@@ -450,7 +398,5 @@ is set, which releases its allocations first.`,
 	}
 	fs := cmd.Flags()
 	fs.BoolVar(&force, "force", false, "release the pool's allocations instead of refusing")
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the pool still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	return etagFlags(cmd, "the pool", &etag, &requestID)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -14,10 +15,10 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
-// checkRequests compares what the fake received with want, or checks that
-// the run failed with an error containing wantErr (and then that it sent
-// want, usually nothing).
-func checkRequests(t *testing.T, f *fakeIPAM, res result, wantErr string, want []proto.Message) {
+// checkRequests compares what the recorder relayed to the IPAM with want,
+// or checks that the run failed with an error containing wantErr (and then
+// that it sent want, usually nothing).
+func checkRequests(t *testing.T, f *recorder, res result, wantErr string, want []proto.Message) {
 	t.Helper()
 	switch {
 	case wantErr == "" && res.err != nil:
@@ -27,7 +28,7 @@ func checkRequests(t *testing.T, f *fakeIPAM, res result, wantErr string, want [
 	case wantErr != "" && !strings.Contains(res.err.Error(), wantErr):
 		t.Fatalf("error %q does not contain %q", res.err, wantErr)
 	}
-	if diff := cmp.Diff(want, f.recorded(), protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(want, f.recorded(), protocmp.Transform(), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
@@ -41,14 +42,14 @@ func TestPoolCreateRequest(t *testing.T) {
 	}{
 		{
 			name: "minimal",
-			args: []string{"web", "--range", "192.0.2.0/24"},
-			want: &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{Ranges: []string{"192.0.2.0/24"}}},
+			args: []string{"web", "--range", "198.51.100.0/28"},
+			want: &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{Ranges: []string{"198.51.100.0/28"}}},
 		},
 		{
 			name: "full name and comma-separated ranges",
-			args: []string{"pools/web", "--range", "192.0.2.0/24,2001:db8::/64", "--range", "198.51.100.10-198.51.100.20"},
-			want: &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{
-				Ranges: []string{"192.0.2.0/24", "2001:db8::/64", "198.51.100.10-198.51.100.20"},
+			args: []string{"pools/web2", "--range", "198.51.100.16/28,2001:db8:2::/64", "--range", "198.51.100.40-198.51.100.47"},
+			want: &ipamv1.CreatePoolRequest{PoolId: "web2", Pool: &ipamv1.Pool{
+				Ranges: []string{"198.51.100.16/28", "2001:db8:2::/64", "198.51.100.40-198.51.100.47"},
 			}},
 		},
 		{
@@ -78,26 +79,29 @@ func TestPoolCreateRequest(t *testing.T) {
 				RequestId:    "req-1",
 				ValidateOnly: true,
 			},
+			// The flag keeps the comma; the IPAM refuses it in a label.
+			wantErr: "pool.labels[note]",
 		},
 		{
 			name: "namespace alone makes a policy",
-			args: []string{"web", "--range", "192.0.2.0/24", "--namespace", "default"},
-			want: &ipamv1.CreatePoolRequest{PoolId: "web", Pool: &ipamv1.Pool{
-				Ranges:           []string{"192.0.2.0/24"},
+			args: []string{"web3", "--range", "198.51.100.64/28", "--namespace", "default"},
+			want: &ipamv1.CreatePoolRequest{PoolId: "web3", Pool: &ipamv1.Pool{
+				Ranges:           []string{"198.51.100.64/28"},
 				AllocationPolicy: &ipamv1.AllocationPolicy{Namespaces: []string{"default"}},
 			}},
 		},
 		{name: "no range", args: []string{"web"}, wantErr: "at least one --range"},
-		{name: "bad label", args: []string{"web", "--range", "192.0.2.0/24", "--label", "env"}, wantErr: `--label "env": want KEY=VALUE`},
-		{name: "bad name", args: []string{"a/b", "--range", "192.0.2.0/24"}, wantErr: `invalid pool name "a/b"`},
-		{name: "negative priority", args: []string{"web", "--range", "192.0.2.0/24", "--priority", "-1"}, wantErr: "--priority"},
-		{name: "missing name", args: []string{"--range", "192.0.2.0/24"}, wantErr: "missing NAME"},
-		{name: "unknown flag", args: []string{"web", "--ranges", "192.0.2.0/24"}, wantErr: "unknown flag: --ranges"},
+		{name: "bad label", args: []string{"web", "--range", "198.51.100.0/24", "--label", "env"}, wantErr: `--label "env": want KEY=VALUE`},
+		{name: "bad name", args: []string{"a/b", "--range", "198.51.100.0/24"}, wantErr: `invalid pool name "a/b"`},
+		{name: "negative priority", args: []string{"web", "--range", "198.51.100.0/24", "--priority", "-1"}, wantErr: "--priority"},
+		{name: "missing name", args: []string{"--range", "198.51.100.0/24"}, wantErr: "missing NAME"},
+		{name: "unknown flag", args: []string{"web", "--ranges", "198.51.100.0/24"}, wantErr: "unknown flag: --ranges"},
 	}
+	ipam := newIPAM(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			res := runAt(t, f.start(t), append([]string{"pool", "create"}, tt.args...)...)
+			f, addr := ipam.record(t)
+			res := runAt(t, addr, append([]string{"pool", "create"}, tt.args...)...)
 			var want []proto.Message
 			if tt.want != nil {
 				want = append(want, tt.want)
@@ -109,11 +113,9 @@ func TestPoolCreateRequest(t *testing.T) {
 
 func TestPoolUpdateRequest(t *testing.T) {
 	current := &ipamv1.Pool{
-		Name:       "pools/web",
-		Ranges:     []string{"192.0.2.0/24", "2001:db8::/64"},
-		Exclusions: []string{"192.0.2.1"},
+		Ranges:     []string{"203.0.113.0/24", "2001:db8::/64"},
+		Exclusions: []string{"203.0.113.1"},
 		Labels:     map[string]string{"env": "dev", "team": "net"},
-		Etag:       "e1",
 	}
 	get := &ipamv1.GetPoolRequest{Name: "pools/web"}
 	update := func(p *ipamv1.Pool, paths ...string) *ipamv1.UpdatePoolRequest {
@@ -121,7 +123,8 @@ func TestPoolUpdateRequest(t *testing.T) {
 		return &ipamv1.UpdatePoolRequest{Pool: p, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}
 	}
 	tests := []struct {
-		name    string
+		name string
+		// args: ETAG stands for the pool's etag.
 		args    []string
 		want    []proto.Message
 		wantErr string
@@ -130,28 +133,28 @@ func TestPoolUpdateRequest(t *testing.T) {
 			name: "add range reads the pool and sends its etag",
 			args: []string{"web", "--add-range", "198.51.100.0/24"},
 			want: []proto.Message{get, update(&ipamv1.Pool{
-				Ranges: []string{"192.0.2.0/24", "2001:db8::/64", "198.51.100.0/24"},
-				Etag:   "e1",
+				Ranges: []string{"203.0.113.0/24", "2001:db8::/64", "198.51.100.0/24"},
+				Etag:   placeholder,
 			}, "ranges")},
 		},
 		{
 			name: "remove and add, matching ranges by value",
-			args: []string{"pools/web", "--remove-range", "2001:DB8::/64", "--add-range", "192.0.2.0/24,2001:db8:1::/64"},
+			args: []string{"pools/web", "--remove-range", "2001:DB8::/64", "--add-range", "203.0.113.0/24,2001:db8:1::/64"},
 			want: []proto.Message{get, update(&ipamv1.Pool{
-				Ranges: []string{"192.0.2.0/24", "2001:db8:1::/64"},
-				Etag:   "e1",
+				Ranges: []string{"203.0.113.0/24", "2001:db8:1::/64"},
+				Etag:   placeholder,
 			}, "ranges")},
 		},
 		{
 			name:    "remove a range the pool lacks",
-			args:    []string{"web", "--remove-range", "203.0.113.0/24"},
+			args:    []string{"web", "--remove-range", "2001:db8:9::/64"},
 			want:    []proto.Message{get},
 			wantErr: "the pool has no such range",
 		},
 		{
 			name: "set exclusions needs no read",
-			args: []string{"web", "--set-exclusions", "192.0.2.1,192.0.2.254"},
-			want: []proto.Message{update(&ipamv1.Pool{Exclusions: []string{"192.0.2.1", "192.0.2.254"}}, "exclusions")},
+			args: []string{"web", "--set-exclusions", "203.0.113.1,203.0.113.254"},
+			want: []proto.Message{update(&ipamv1.Pool{Exclusions: []string{"203.0.113.1", "203.0.113.254"}}, "exclusions")},
 		},
 		{
 			name: "clear exclusions",
@@ -160,8 +163,8 @@ func TestPoolUpdateRequest(t *testing.T) {
 		},
 		{
 			name: "auto-assign off with an etag",
-			args: []string{"web", "--auto-assign=false", "--etag", "e1"},
-			want: []proto.Message{update(&ipamv1.Pool{AutoAssign: proto.Bool(false), Etag: "e1"}, "auto_assign")},
+			args: []string{"web", "--auto-assign=false", "--etag", placeholder},
+			want: []proto.Message{update(&ipamv1.Pool{AutoAssign: proto.Bool(false), Etag: placeholder}, "auto_assign")},
 		},
 		{
 			name: "auto-assign on",
@@ -173,26 +176,26 @@ func TestPoolUpdateRequest(t *testing.T) {
 			args: []string{"web", "--label", "env=prod", "--label", "team-", "--label", "tier=1"},
 			want: []proto.Message{get, update(&ipamv1.Pool{
 				Labels: map[string]string{"env": "prod", "tier": "1"},
-				Etag:   "e1",
+				Etag:   placeholder,
 			}, "labels")},
 		},
 		{
 			name: "the user's etag wins over the one read",
 			args: []string{"web", "--add-range", "198.51.100.0/24", "--etag", "e0"},
 			want: []proto.Message{get, update(&ipamv1.Pool{
-				Ranges: []string{"192.0.2.0/24", "2001:db8::/64", "198.51.100.0/24"},
+				Ranges: []string{"203.0.113.0/24", "2001:db8::/64", "198.51.100.0/24"},
 				Etag:   "e0",
 			}, "ranges")},
 			wantErr: "Aborted",
 		},
 		{
 			name: "mask in field order",
-			args: []string{"web", "--set-tenants", "acme", "--description", "d", "--avoid-buggy-ips", "--set-exclusions", "192.0.2.9", "--request-id", "r", "--validate-only"},
+			args: []string{"web", "--set-tenants", "acme", "--description", "d", "--avoid-buggy-ips", "--set-exclusions", "203.0.113.9", "--request-id", "r", "--validate-only"},
 			want: []proto.Message{&ipamv1.UpdatePoolRequest{
 				Pool: &ipamv1.Pool{
 					Name:          "pools/web",
 					Description:   "d",
-					Exclusions:    []string{"192.0.2.9"},
+					Exclusions:    []string{"203.0.113.9"},
 					AvoidBuggyIps: true,
 					Tenants:       []string{"acme"},
 				},
@@ -202,62 +205,82 @@ func TestPoolUpdateRequest(t *testing.T) {
 			}},
 		},
 		{name: "nothing to update", args: []string{"web"}, wantErr: "nothing to update"},
-		{name: "only an etag", args: []string{"web", "--etag", "e1"}, wantErr: "nothing to update"},
+		{name: "only an etag", args: []string{"web", "--etag", placeholder}, wantErr: "nothing to update"},
 		{name: "bad label edit fails before reading", args: []string{"web", "--label", "=x"}, wantErr: "want KEY=VALUE or KEY-"},
 		{
 			name:    "unknown pool",
 			args:    []string{"db", "--add-range", "198.51.100.0/24"},
 			want:    []proto.Message{&ipamv1.GetPoolRequest{Name: "pools/db"}},
-			wantErr: "pool pools/db not found",
+			wantErr: "NotFound",
 		},
 	}
+	ipam := newIPAM(t)
+	pools := ipamv1.NewPoolServiceClient(ipam.conn)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
-			f.pools["pools/web"] = proto.Clone(current).(*ipamv1.Pool)
-			res := runAt(t, f.start(t), append([]string{"pool", "update"}, tt.args...)...)
-			checkRequests(t, f, res, tt.wantErr, tt.want)
+			// The same pool for every case, made anew.
+			_, _ = pools.DeletePool(ipam.ctx(), &ipamv1.DeletePoolRequest{Name: "pools/web", Force: true})
+			created, err := pools.CreatePool(ipam.ctx(), &ipamv1.CreatePoolRequest{PoolId: "web", Pool: current})
+			if err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			etag := created.GetPool().GetEtag()
+			args, want := fill(tt.args, tt.want, etag)
+			f, addr := ipam.record(t)
+			res := runAt(t, addr, append([]string{"pool", "update"}, args...)...)
+			checkRequests(t, f, res, tt.wantErr, want)
 		})
 	}
 }
 
 func TestPoolCommands(t *testing.T) {
-	f := newFake()
-	addr := f.start(t)
+	addr := newIPAM(t).addr
 	steps := []struct {
 		args       []string
 		wantStdout string
 		wantErr    string
 	}{
 		{
-			args: []string{"pool", "create", "web", "--range", "192.0.2.0/24", "--priority", "3"},
-			wantStdout: `NAME        RANGES         AUTO   IPV4(USED/SIZE)   IPV6(USED/SIZE)   PRIORITY
-pools/web   192.0.2.0/24   true   -                 -                 3
+			args: []string{"pool", "create", "web", "--range", "203.0.113.0/28", "--priority", "3"},
+			wantStdout: `NAME        RANGES           AUTO   IPV4(USED/SIZE)   IPV6(USED/SIZE)   PRIORITY
+pools/web   203.0.113.0/28   true   0/16              -                 3
 `,
 		},
-		{args: []string{"-o", "name", "pool", "create", "db", "--range", "198.51.100.0/24", "--no-auto-assign"}, wantStdout: "pools/db\n"},
-		{args: []string{"pool", "create", "db", "--range", "198.51.100.0/24"}, wantErr: "pool pools/db already exists"},
+		{args: []string{"-o", "name", "pool", "create", "db", "--range", "198.51.100.0/28", "--no-auto-assign"}, wantStdout: "pools/db\n"},
+		{args: []string{"pool", "create", "db", "--range", "198.51.100.0/28"}, wantErr: "AlreadyExists"},
 		{
 			args: []string{"pool", "get", "db", "-o", "json"},
 			wantStdout: `{
   "name": "pools/db",
+  "uid": "UID",
   "ranges": [
-    "198.51.100.0/24"
+    "198.51.100.0/28"
   ],
   "autoAssign": false,
-  "etag": "e1"
+  "status": {
+    "families": [
+      {
+        "family": "IP_FAMILY_IPV4",
+        "size": "16",
+        "free": "16"
+      }
+    ]
+  },
+  "etag": "ETAG",
+  "createTime": "TIME",
+  "updateTime": "TIME"
 }
 `,
 		},
 		{args: []string{"pool", "list", "-o", "name"}, wantStdout: "pools/db\npools/web\n"},
 		{
-			args: []string{"pool", "update", "db", "--auto-assign", "--add-range", "203.0.113.0/24"},
-			wantStdout: `NAME       RANGES                           AUTO   IPV4(USED/SIZE)   IPV6(USED/SIZE)   PRIORITY
-pools/db   198.51.100.0/24,203.0.113.0/24   true   -                 -                 -
+			args: []string{"pool", "update", "db", "--auto-assign", "--add-range", "203.0.113.128/28"},
+			wantStdout: `NAME       RANGES                             AUTO   IPV4(USED/SIZE)   IPV6(USED/SIZE)   PRIORITY
+pools/db   198.51.100.0/28,203.0.113.128/28   true   0/32              -                 -
 `,
 		},
 		{args: []string{"pool", "delete", "db"}, wantStdout: "deleted pools/db\n"},
-		{args: []string{"pool", "get", "db"}, wantErr: "pool pools/db not found"},
+		{args: []string{"pool", "get", "db"}, wantErr: "NotFound"},
 		{args: []string{"alloc", "allocate", "default/web", "--tenant", "acme", "--pool", "web", "-o", "name"}, wantStdout: "tenants/acme/allocations/a82b3ade9d00cd1642a4d\n"},
 		{args: []string{"pool", "delete", "web"}, wantErr: "FailedPrecondition"},
 		{args: []string{"pool", "delete", "web", "--force"}, wantStdout: "deleted pools/web, released 1 allocations\n"},
@@ -275,7 +298,7 @@ pools/db   198.51.100.0/24,203.0.113.0/24   true   -                 -          
 			t.Errorf("%v: %v", s.args, res.err)
 			continue
 		}
-		if diff := cmp.Diff(s.wantStdout, res.stdout); diff != "" {
+		if diff := cmp.Diff(s.wantStdout, normalize(res.stdout)); diff != "" {
 			t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
 		}
 	}

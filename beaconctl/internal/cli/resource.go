@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/beaconlb/beacon/beaconctl/internal/output"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -163,12 +162,9 @@ type configKind[M configResource] struct {
 	delete func(ctx context.Context, c ipamv1.AnnouncementServiceClient, name, etag, requestID string) (proto.Message, error)
 }
 
-func announcementClient(g *globals) (ipamv1.AnnouncementServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
-	}
-	return ipamv1.NewAnnouncementServiceClient(conn), func() { _ = conn.Close() }, nil
+// kind is k for the shared command shapes.
+func (k *configKind[M]) kind() resourceKind[ipamv1.AnnouncementServiceClient, M] {
+	return resourceKind[ipamv1.AnnouncementServiceClient, M]{client: ipamv1.NewAnnouncementServiceClient, name: resourceName[M], table: k.table}
 }
 
 func resourceName[M configResource](m M) string { return m.GetName() }
@@ -276,18 +272,9 @@ func (k *configKind[M]) createCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			client, closeConn, err := announcementClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			out, err := k.create(ctx, client, ref.Parent, ref.ID, m, requestID, validateOnly)
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), out, resourceName, k.table)
+			return k.kind().one(cmd, g, func(ctx context.Context, c ipamv1.AnnouncementServiceClient) (M, error) {
+				return k.create(ctx, c, ref.Parent, ref.ID, m, requestID, validateOnly)
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -320,18 +307,9 @@ func (k *configKind[M]) getCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcementClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			out, err := k.get(ctx, client, ref.Name)
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), out, resourceName, k.table)
+			return k.kind().one(cmd, g, func(ctx context.Context, c ipamv1.AnnouncementServiceClient) (M, error) {
+				return k.get(ctx, c, ref.Name)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "`TENANT` of the "+k.noun+" (required unless ID is a full name)")
@@ -355,18 +333,9 @@ func (k *configKind[M]) listCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcementClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			items, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]M, string, error) {
-				return k.list(ctx, client, parent, pages.size, token)
+			return k.kind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.AnnouncementServiceClient, token string) ([]M, string, error) {
+				return k.list(ctx, c, parent, pages.size, token)
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), items, resourceName, k.table)
 		},
 	}
 	fs := cmd.Flags()
@@ -427,15 +396,10 @@ func (k *configKind[M]) updateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcementClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
 			if slices.ContainsFunc(set, func(f field[M]) bool { return f.needsCurrent }) {
-				ctx, cancel := g.callContext(cmd.Context())
-				current, err = k.get(ctx, client, ref.Name)
-				cancel()
+				current, err = callOnce(cmd.Context(), g, ipamv1.NewAnnouncementServiceClient, func(ctx context.Context, c ipamv1.AnnouncementServiceClient) (M, error) {
+					return k.get(ctx, c, ref.Name)
+				})
 				if err != nil {
 					return err
 				}
@@ -450,13 +414,9 @@ func (k *configKind[M]) updateCommand(g *globals) *cobra.Command {
 			}
 			setStringField(m, "name", ref.Name)
 			setStringField(m, "etag", etag)
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			out, err := k.update(ctx, client, m, &fieldmaskpb.FieldMask{Paths: paths}, requestID, validateOnly)
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), out, resourceName, k.table)
+			return k.kind().one(cmd, g, func(ctx context.Context, c ipamv1.AnnouncementServiceClient) (M, error) {
+				return k.update(ctx, c, m, &fieldmaskpb.FieldMask{Paths: paths}, requestID, validateOnly)
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -487,33 +447,14 @@ func (k *configKind[M]) deleteCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := announcementClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := k.delete(ctx, client, ref.Name, etag, requestID)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			switch g.output {
-			case output.JSON:
-				return output.WriteJSON(w, resp)
-			case output.Name:
-				return output.WriteNames(w, ref.Name)
-			}
-			_, err = fmt.Fprintf(w, "deleted %s\n", ref.Name)
-			return err
+			return k.kind().remove(cmd, g, ref.Name, func(ctx context.Context, c ipamv1.AnnouncementServiceClient) (proto.Message, error) {
+				return k.delete(ctx, c, ref.Name, etag, requestID)
+			})
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&tenant, "tenant", "", "`TENANT` of the "+k.noun+" (required unless ID is a full name)")
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the "+k.noun+" still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	return etagFlags(cmd, "the "+k.noun, &etag, &requestID)
 }
 
 // usage picks a flag's help for create or for update.

@@ -81,24 +81,39 @@ func sel(kv ...string) *ipamv1.LabelSelector {
 // configCase is one run of a config command and the requests it must send.
 type configCase struct {
 	name string
+	// args: FILE stands for file's path, ETAG for the etag of the
+	// resource named etagOf.
 	args []string
 	// file, if set, is written to a temporary file that "FILE" in args
 	// stands for.
 	file    string
 	stdin   string
+	etagOf  string
 	want    []proto.Message
 	wantErr string
 }
 
-func runConfigCases(t *testing.T, seed func(*fakeIPAM), tests []configCase) {
+// runConfigCases runs each case against one real IPAM, its announcement
+// config emptied and seeded anew before each.
+func runConfigCases(t *testing.T, seed func(*testIPAM), tests []configCase) {
 	t.Helper()
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
+			e := &testIPAM{t: t, addr: ipam.addr, conn: ipam.conn}
+			e.resetConfig("acme")
+			e.resetConfig("lab")
 			if seed != nil {
-				seed(f)
+				seed(e)
 			}
-			args := append([]string{"--plaintext", "--server", f.start(t)}, tt.args...)
+			etag := ""
+			if tt.etagOf != "" {
+				etag = e.configEtag(tt.etagOf)
+			}
+			args, want := fill(tt.args, tt.want, etag)
+			f, addr := e.record(t)
+			args = append([]string{"--plaintext", "--server", addr}, args...)
 			if tt.file != "" {
 				path := filepath.Join(t.TempDir(), "resource.json")
 				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
@@ -113,7 +128,7 @@ func runConfigCases(t *testing.T, seed func(*fakeIPAM), tests []configCase) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			res := runStdin(ctx, nil, strings.NewReader(tt.stdin), args...)
-			checkRequests(t, f, res, tt.wantErr, tt.want)
+			checkRequests(t, f, res, tt.wantErr, want)
 		})
 	}
 }
@@ -218,15 +233,17 @@ func TestConfigCreateRequests(t *testing.T) {
 			}),
 		},
 		{
-			name: "peer password file",
-			args: []string{"peer", "create", "tor1", "--tenant", "acme", "--password-file", "/etc/beacon/tor1.secret", "--hold-time", "0"},
-			want: peer(&ipamv1.BGPPeer{PasswordFile: "/etc/beacon/tor1.secret"}),
+			name:    "peer password file",
+			args:    []string{"peer", "create", "tor1", "--tenant", "acme", "--password-file", "/etc/beacon/tor1.secret", "--hold-time", "0"},
+			want:    peer(&ipamv1.BGPPeer{PasswordFile: "/etc/beacon/tor1.secret"}),
+			wantErr: "bgp_peer.my_asn: is required", // the request is what counts here
 		},
 		{
-			name:  "peer password from stdin",
-			args:  []string{"peer", "create", "tor1", "--tenant", "acme", "--password-stdin"},
-			stdin: "s3cret pass\r\nsecond line\n",
-			want:  peer(&ipamv1.BGPPeer{Password: "s3cret pass"}),
+			name:    "peer password from stdin",
+			args:    []string{"peer", "create", "tor1", "--tenant", "acme", "--password-stdin"},
+			stdin:   "s3cret pass\r\nsecond line\n",
+			want:    peer(&ipamv1.BGPPeer{Password: "s3cret pass"}),
+			wantErr: "bgp_peer.my_asn: is required",
 		},
 		{name: "peer empty stdin", args: []string{"peer", "create", "tor1", "--tenant", "acme", "--password-stdin"}, wantErr: "standard input holds no password"},
 		{name: "peer two passwords", args: []string{"peer", "create", "tor1", "--tenant", "acme", "--password", "a", "--password-stdin"}, stdin: "b\n", wantErr: "not both"},
@@ -296,27 +313,41 @@ func TestConfigCreateRequests(t *testing.T) {
 		},
 		{name: "stdin read twice", args: []string{"peer", "create", "tor1", "--tenant", "acme", "-f", "-", "--password-stdin"}, stdin: "{}", wantErr: "-f - and --password-stdin cannot both read standard input"},
 		{
-			name:  "stdin file and inline password",
-			args:  []string{"peer", "create", "tor1", "--tenant", "acme", "-f", "-", "--password", "pw"},
-			stdin: `{"peerAsn": 64500}`,
-			want:  peer(&ipamv1.BGPPeer{PeerAsn: 64500, Password: "pw"}),
+			name:    "stdin file and inline password",
+			args:    []string{"peer", "create", "tor1", "--tenant", "acme", "-f", "-", "--password", "pw"},
+			stdin:   `{"peerAsn": 64500}`,
+			want:    peer(&ipamv1.BGPPeer{PeerAsn: 64500, Password: "pw"}),
+			wantErr: "bgp_peer.my_asn: is required",
 		},
 	})
 }
 
 // seedConfigs stores one resource of each kind in tenant acme.
-func seedConfigs(f *fakeIPAM) {
-	for _, m := range []proto.Message{
-		&ipamv1.L2Advertisement{Name: "tenants/acme/l2Advertisements/web", Pools: []string{"pools/web"}, Etag: "e1"},
-		&ipamv1.BGPAdvertisement{Name: "tenants/acme/bgpAdvertisements/web", Pools: []string{"pools/web"}, Etag: "e1"},
-		&ipamv1.BGPPeer{Name: "tenants/acme/bgpPeers/tor1", MyAsn: 64512, PeerAsn: 64500, PeerAddress: "192.0.2.1", Password: "old", Etag: "e1"},
-		&ipamv1.BFDProfile{Name: "tenants/acme/bfdProfiles/fast", DetectMultiplier: 5, Etag: "e1"},
-		&ipamv1.Community{Name: "tenants/acme/communities/tags", Etag: "e1", Aliases: []*ipamv1.CommunityAlias{
-			{Name: "a", Value: "65000:1"}, {Name: "b", Value: "65000:2"},
-		}},
-		&ipamv1.Node{Name: "tenants/acme/nodes/worker-1.lab", Etag: "e1", Labels: map[string]string{"zone": "a", "rack": "r1"}},
-	} {
-		f.configs[fakeString(m, "name")] = m
+func seedConfigs(e *testIPAM) {
+	t := e.t
+	t.Helper()
+	c := ipamv1.NewAnnouncementServiceClient(e.conn)
+	ctx := e.ctx()
+	const parent = "tenants/acme"
+	if _, err := c.CreateL2Advertisement(ctx, &ipamv1.CreateL2AdvertisementRequest{Parent: parent, L2AdvertisementId: "web", L2Advertisement: &ipamv1.L2Advertisement{Pools: []string{"pools/web"}}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if _, err := c.CreateBGPAdvertisement(ctx, &ipamv1.CreateBGPAdvertisementRequest{Parent: parent, BgpAdvertisementId: "web", BgpAdvertisement: &ipamv1.BGPAdvertisement{Pools: []string{"pools/web"}}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if _, err := c.CreateBGPPeer(ctx, &ipamv1.CreateBGPPeerRequest{Parent: parent, BgpPeerId: "tor1", BgpPeer: &ipamv1.BGPPeer{MyAsn: 64512, PeerAsn: 64500, PeerAddress: "198.51.100.1", Password: "old"}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if _, err := c.CreateBFDProfile(ctx, &ipamv1.CreateBFDProfileRequest{Parent: parent, BfdProfileId: "fast", BfdProfile: &ipamv1.BFDProfile{DetectMultiplier: 5}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if _, err := c.CreateCommunity(ctx, &ipamv1.CreateCommunityRequest{Parent: parent, CommunityId: "tags", Community: &ipamv1.Community{Aliases: []*ipamv1.CommunityAlias{
+		{Name: "a", Value: "65000:1"}, {Name: "b", Value: "65000:2"},
+	}}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if _, err := c.CreateNode(ctx, &ipamv1.CreateNodeRequest{Parent: parent, NodeId: "worker-1.lab", Node: &ipamv1.Node{Labels: map[string]string{"zone": "a", "rack": "r1"}}}); err != nil {
+		t.Fatalf("setup: %v", err)
 	}
 }
 
@@ -340,10 +371,11 @@ func TestConfigUpdateRequests(t *testing.T) {
 			}},
 		},
 		{
-			name: "l2 by full name with an etag",
-			args: []string{"l2adv", "update", l2Name, "--pool", "", "--pool-selector", "env=prod", "--owner-selector", "", "--node-priority", "", "--etag", "e1", "--request-id", "r", "--validate-only"},
+			name:   "l2 by full name with an etag",
+			args:   []string{"l2adv", "update", l2Name, "--pool", "", "--pool-selector", "env=prod", "--owner-selector", "", "--node-priority", "", "--etag", placeholder, "--request-id", "r", "--validate-only"},
+			etagOf: l2Name,
 			want: []proto.Message{&ipamv1.UpdateL2AdvertisementRequest{
-				L2Advertisement: &ipamv1.L2Advertisement{Name: l2Name, PoolSelectors: []*ipamv1.LabelSelector{sel("env", "prod")}, Etag: "e1"},
+				L2Advertisement: &ipamv1.L2Advertisement{Name: l2Name, PoolSelectors: []*ipamv1.LabelSelector{sel("env", "prod")}, Etag: placeholder},
 				UpdateMask:      mask("pools", "pool_selectors", "owner_selectors", "node_priorities"),
 				RequestId:       "r",
 				ValidateOnly:    true,
@@ -406,12 +438,12 @@ func TestConfigUpdateRequests(t *testing.T) {
 			args: []string{
 				"peer", "update", "tor1", "--tenant", "acme", "--bfd-profile", "fast", "--node-selector", "r=1", "--graceful-restart",
 				"--ebgp-multihop", "--password-file", "", "--password", "p", "--connect-time", "1s", "--keepalive-time", "2s",
-				"--hold-time", "6s", "--router-id", "192.0.2.9", "--source-address", "", "--peer-port", "0", "--peer-address", "192.0.2.2",
+				"--hold-time", "6s", "--router-id", "198.51.100.9", "--source-address", "", "--peer-port", "0", "--peer-address", "198.51.100.2",
 				"--peer-asn", "1", "--my-asn", "2",
 			},
 			want: []proto.Message{&ipamv1.UpdateBGPPeerRequest{
 				BgpPeer: &ipamv1.BGPPeer{
-					Name: peerName, MyAsn: 2, PeerAsn: 1, PeerAddress: "192.0.2.2", RouterId: "192.0.2.9",
+					Name: peerName, MyAsn: 2, PeerAsn: 1, PeerAddress: "198.51.100.2", RouterId: "198.51.100.9",
 					HoldTime: durationpb.New(6 * time.Second), KeepaliveTime: durationpb.New(2 * time.Second), ConnectTime: durationpb.New(time.Second),
 					Password: "p", EbgpMultihop: true, GracefulRestart: true, NodeSelectors: []*ipamv1.LabelSelector{sel("r", "1")}, BfdProfile: "fast",
 				},
@@ -428,10 +460,11 @@ func TestConfigUpdateRequests(t *testing.T) {
 			}},
 		},
 		{
-			name: "community aliases are edited with the etag read",
-			args: []string{"community", "update", "tags", "--tenant", "acme", "--alias", "b-", "--alias", "c=65000:3", "--alias", "a=65000:9"},
+			name:   "community aliases are edited with the etag read",
+			args:   []string{"community", "update", "tags", "--tenant", "acme", "--alias", "b-", "--alias", "c=65000:3", "--alias", "a=65000:9"},
+			etagOf: tagsName,
 			want: []proto.Message{getTags, &ipamv1.UpdateCommunityRequest{
-				Community: &ipamv1.Community{Name: tagsName, Etag: "e1", Aliases: []*ipamv1.CommunityAlias{
+				Community: &ipamv1.Community{Name: tagsName, Etag: placeholder, Aliases: []*ipamv1.CommunityAlias{
 					{Name: "a", Value: "65000:9"}, {Name: "c", Value: "65000:3"},
 				}},
 				UpdateMask: mask("aliases"),
@@ -449,10 +482,11 @@ func TestConfigUpdateRequests(t *testing.T) {
 			wantErr: "Aborted",
 		},
 		{
-			name: "node labels are edited with the etag read",
-			args: []string{"node", "update", "worker-1.lab", "--tenant", "acme", "--label", "rack-", "--label", "zone=b", "--label", "node.kubernetes.io/exclude-from-external-load-balancers="},
+			name:   "node labels are edited with the etag read",
+			args:   []string{"node", "update", "worker-1.lab", "--tenant", "acme", "--label", "rack-", "--label", "zone=b", "--label", "node.kubernetes.io/exclude-from-external-load-balancers="},
+			etagOf: "tenants/acme/nodes/worker-1.lab",
 			want: []proto.Message{&ipamv1.GetNodeRequest{Name: "tenants/acme/nodes/worker-1.lab"}, &ipamv1.UpdateNodeRequest{
-				Node: &ipamv1.Node{Name: "tenants/acme/nodes/worker-1.lab", Etag: "e1", Labels: map[string]string{
+				Node: &ipamv1.Node{Name: "tenants/acme/nodes/worker-1.lab", Etag: placeholder, Labels: map[string]string{
 					"zone": "b", "node.kubernetes.io/exclude-from-external-load-balancers": "",
 				}},
 				UpdateMask: mask("labels"),
@@ -480,14 +514,15 @@ func TestConfigGetListDeleteRequests(t *testing.T) {
 		{name: "get needs a tenant", args: []string{"bfd", "get", "fast"}, wantErr: "--tenant is required"},
 		{name: "get a name of another kind", args: []string{"peer", "get", "tenants/acme/l2Advertisements/web"}, wantErr: "tenants/TENANT/bgpPeers/ID"},
 		{name: "list every tenant", args: []string{"bgpadv", "list"}, want: []proto.Message{&ipamv1.ListBGPAdvertisementsRequest{Parent: "tenants/-"}}},
-		{name: "list one tenant, one page", args: []string{"peer", "list", "--tenant", "acme", "--page-size", "5", "--page-token", "0", "--all=false"}, want: []proto.Message{&ipamv1.ListBGPPeersRequest{Parent: "tenants/acme", PageSize: 5, PageToken: "0"}}},
+		{name: "list one tenant, one page", args: []string{"peer", "list", "--tenant", "acme", "--page-size", "5", "--page-token", "0", "--all=false"}, want: []proto.Message{&ipamv1.ListBGPPeersRequest{Parent: "tenants/acme", PageSize: 5, PageToken: "0"}}, wantErr: "page_token: is not a page token"},
 		{name: "list bfd", args: []string{"bfd", "list", "--tenant", "tenants/lab"}, want: []proto.Message{&ipamv1.ListBFDProfilesRequest{Parent: "tenants/lab"}}},
 		{name: "list communities", args: []string{"communities", "list"}, want: []proto.Message{&ipamv1.ListCommunitiesRequest{Parent: "tenants/-"}}},
 		{name: "list l2", args: []string{"l2adv", "list", "--tenant", "acme"}, want: []proto.Message{&ipamv1.ListL2AdvertisementsRequest{Parent: "tenants/acme"}}},
 		{
-			name: "delete with etag",
-			args: []string{"bfd", "delete", "fast", "--tenant", "acme", "--etag", "e1", "--request-id", "r"},
-			want: []proto.Message{&ipamv1.DeleteBFDProfileRequest{Name: "tenants/acme/bfdProfiles/fast", Etag: "e1", RequestId: "r"}},
+			name:   "delete with etag",
+			args:   []string{"bfd", "delete", "fast", "--tenant", "acme", "--etag", placeholder, "--request-id", "r"},
+			etagOf: "tenants/acme/bfdProfiles/fast",
+			want:   []proto.Message{&ipamv1.DeleteBFDProfileRequest{Name: "tenants/acme/bfdProfiles/fast", Etag: placeholder, RequestId: "r"}},
 		},
 		{name: "delete each kind", args: []string{"bgpadv", "delete", "tenants/acme/bgpAdvertisements/web"}, want: []proto.Message{&ipamv1.DeleteBGPAdvertisementRequest{Name: "tenants/acme/bgpAdvertisements/web"}}},
 		{name: "delete peer", args: []string{"peer", "delete", "tor1", "--tenant", "acme"}, want: []proto.Message{&ipamv1.DeleteBGPPeerRequest{Name: "tenants/acme/bgpPeers/tor1"}}},
@@ -501,10 +536,11 @@ func TestConfigGetListDeleteRequests(t *testing.T) {
 }
 
 // TestConfigCommands runs each kind through create, read, update and
-// delete against the fake, checking what people and scripts see.
+// delete against a real IPAM, checking what people and scripts see.
 func TestConfigCommands(t *testing.T) {
-	f := newFake()
-	addr := f.start(t)
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	addr := ipam.addr
 	steps := []struct {
 		args       []string
 		stdin      string
@@ -547,6 +583,7 @@ tenants/acme/bgpAdvertisements/web   pools/web   tor1    65000:100     200      
 			args: []string{"bgpadv", "update", "web", "--tenant", "acme", "--aggregation-length", "24", "--local-pref", "0", "-o", "json"},
 			wantStdout: `{
   "name": "tenants/acme/bgpAdvertisements/web",
+  "uid": "UID",
   "pools": [
     "pools/web"
   ],
@@ -557,21 +594,27 @@ tenants/acme/bgpAdvertisements/web   pools/web   tor1    65000:100     200      
     "65000:100"
   ],
   "aggregationLength": 24,
-  "etag": "e1+"
+  "aggregationLengthV6": 128,
+  "etag": "ETAG",
+  "createTime": "TIME",
+  "updateTime": "TIME"
 }
 `,
 		},
 
 		{
-			args:  []string{"peer", "create", "tor1", "--tenant", "acme", "--my-asn", "64512", "--peer-asn", "64500", "--peer-address", "192.0.2.1", "--password-stdin", "-o", "json"},
+			args:  []string{"peer", "create", "tor1", "--tenant", "acme", "--my-asn", "64512", "--peer-asn", "64500", "--peer-address", "198.51.100.1", "--password-stdin", "-o", "json"},
 			stdin: "s3cret\n",
 			wantStdout: `{
   "name": "tenants/acme/bgpPeers/tor1",
+  "uid": "UID",
   "myAsn": 64512,
   "peerAsn": 64500,
-  "peerAddress": "192.0.2.1",
+  "peerAddress": "198.51.100.1",
   "hasPassword": true,
-  "etag": "e1"
+  "etag": "ETAG",
+  "createTime": "TIME",
+  "updateTime": "TIME"
 }
 `,
 		},
@@ -583,12 +626,14 @@ tenants/acme/bfdProfiles/fast   50ms   50ms   3
 		},
 		{
 			args: []string{"peer", "update", "tor1", "--tenant", "acme", "--bfd-profile", "fast", "--peer-port", "1179", "--node-selector", "rack=r1"},
-			wantStdout: `NAME                         MY-ASN   PEER-ASN   ADDRESS          BFD    NODE-SELECTORS   CONDITIONS
-tenants/acme/bgpPeers/tor1   64512    64500      192.0.2.1:1179   fast   {rack=r1}        -
+			wantStdout: `NAME                         MY-ASN   PEER-ASN   ADDRESS             BFD    NODE-SELECTORS   CONDITIONS
+tenants/acme/bgpPeers/tor1   64512    64500      198.51.100.1:1179   fast   {rack=r1}        -
 `,
 		},
-		{args: []string{"bfd", "delete", "fast", "--tenant", "acme", "-o", "json"}, wantStdout: "{}\n"},
+		// The profile is in use until the peer goes.
+		{args: []string{"bfd", "delete", "fast", "--tenant", "acme"}, wantErr: "FailedPrecondition"},
 		{args: []string{"peer", "delete", "tenants/acme/bgpPeers/tor1", "-o", "name"}, wantStdout: "tenants/acme/bgpPeers/tor1\n"},
+		{args: []string{"bfd", "delete", "fast", "--tenant", "acme", "-o", "json"}, wantStdout: "{}\n"},
 
 		{
 			args: []string{"community", "create", "tags", "--tenant", "acme", "--alias", "prod=65000:100", "--alias", "old=65000:1"},
@@ -621,6 +666,7 @@ tenants/acme/communities/tags   prod=65000:100,edge=large:64512:1:2
 			args: []string{"bgpadv", "create", "copy", "--tenant", "lab", "-f", "-", "-o", "name"},
 			stdin: `{
   "name": "tenants/acme/bgpAdvertisements/web",
+  "uid": "UID",
   "pools": ["pools/web"],
   "aggregationLength": 24,
   "conditions": [{"type": "Announced", "reason": "NoCommonNode"}],
@@ -645,7 +691,7 @@ tenants/acme/communities/tags   prod=65000:100,edge=large:64512:1:2
 			t.Errorf("%v: %v", s.args, res.err)
 			continue
 		}
-		if diff := cmp.Diff(s.wantStdout, res.stdout); diff != "" {
+		if diff := cmp.Diff(s.wantStdout, normalize(res.stdout)); diff != "" {
 			t.Errorf("%v: stdout (-want +got):\n%s", s.args, diff)
 		}
 		if diff := cmp.Diff(s.wantStderr, res.stderr); diff != "" {

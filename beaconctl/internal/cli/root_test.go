@@ -20,13 +20,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
+	"github.com/beaconlb/beacon/pkg/devcerts"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 )
 
 // unusedAddr is a loopback address where nothing listens.
@@ -42,8 +39,7 @@ func unusedAddr(t *testing.T) string {
 }
 
 func TestServerAndToken(t *testing.T) {
-	f := newFake()
-	addr := f.start(t)
+	f, addr := newIPAM(t).record(t)
 	dead := unusedAddr(t)
 	tests := []struct {
 		name      string
@@ -96,11 +92,31 @@ func TestServerAndToken(t *testing.T) {
 	}
 }
 
+// TestTimeout calls a server that accepts the connection and never
+// answers: a real socket with nothing behind it, as a hung server is.
 func TestTimeout(t *testing.T) {
-	f := newFake()
-	f.block = true
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
 	start := time.Now()
-	res := runAt(t, f.start(t), "--timeout", "200ms", "pool", "get", "web")
+	res := runAt(t, lis.Addr().String(), "--timeout", "200ms", "pool", "get", "web")
 	if got := output.FormatError(res.err); !strings.HasPrefix(got, "error: DeadlineExceeded") {
 		t.Errorf("error %q, want DeadlineExceeded", got)
 	}
@@ -109,28 +125,41 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
+// TestServerErrorDetails prints what a real IPAM says of requests it
+// refuses: the status, each field violation, and the reason of a refusal.
 func TestServerErrorDetails(t *testing.T) {
-	st, err := status.New(codes.InvalidArgument, "pool.ranges[0]: host bits set; did you mean 192.0.2.0/24").WithDetails(
-		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-			{Field: "pool.ranges[0]", Description: "host bits set; did you mean 192.0.2.0/24"},
-			{Field: "pool.exclusions[0]", Description: "not inside any range"},
-		}},
-		&errdetails.ErrorInfo{Reason: "INVALID_RANGE", Domain: "ipam.beacon"},
-	)
-	if err != nil {
-		t.Fatal(err)
+	ipam := newIPAM(t)
+	ipam.pool("web", "198.51.100.0/28")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{
+			name: "field violations",
+			args: []string{"peer", "create", "tor1", "--tenant", "acme"},
+			want: `error: InvalidArgument: bgp_peer.my_asn: is required (and 2 more)
+  bgp_peer.my_asn: is required
+  bgp_peer.peer_asn: is required
+  bgp_peer.peer_address: is required`,
+		},
+		{
+			name: "a refusal with its reason",
+			args: []string{"pool", "create", "db", "--range", "198.51.100.8/29"},
+			want: `error: FailedPrecondition: 198.51.100.8/29 overlaps pool "web"
+  reason: POOL_OVERLAP`,
+		},
 	}
-	f := newFake()
-	f.err = st.Err()
-	res := runAt(t, f.start(t), "pool", "create", "web", "--range", "192.0.2.1/24", "--exclude", "198.51.100.1")
-	want := `error: InvalidArgument: pool.ranges[0]: host bits set; did you mean 192.0.2.0/24
-  pool.exclusions[0]: not inside any range
-  reason: INVALID_RANGE`
-	if diff := cmp.Diff(want, output.FormatError(res.err)); diff != "" {
-		t.Errorf("error (-want +got):\n%s", diff)
-	}
-	if res.stdout != "" || res.stderr != "" {
-		t.Errorf("the command printed stdout %q, stderr %q; main prints the error", res.stdout, res.stderr)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runAt(t, ipam.addr, tt.args...)
+			if diff := cmp.Diff(tt.want, output.FormatError(res.err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if res.stdout != "" || res.stderr != "" {
+				t.Errorf("the command printed stdout %q, stderr %q; main prints the error", res.stdout, res.stderr)
+			}
+		})
 	}
 }
 
@@ -291,18 +320,18 @@ func newTestPKI(t *testing.T) testPKI {
 }
 
 func TestTLS(t *testing.T) {
-	pki := newTestPKI(t)
-	startTLS := func(clientAuth tls.ClientAuthType) string {
-		f := newFake()
-		return f.start(t, grpc.Creds(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{pki.server},
-			ClientAuth:   clientAuth,
-			ClientCAs:    pki.pool,
-			MinVersion:   tls.VersionTLS12,
-		})))
+	// Two real replicas with certificates of one CA: one serving TLS, one
+	// also asking for a client certificate (an admin's SPIFFE ID).
+	ca, err := devcerts.NewCA("beaconctl test CA")
+	if err != nil {
+		t.Fatal(err)
 	}
-	tlsAddr := startTLS(tls.NoClientCert)
-	mtlsAddr := startTLS(tls.RequireAndVerifyClientCert)
+	tlsIPAM := ipamtest.Start(t, ipamtest.Options{TLS: ipamtest.ServerTLS, CA: ca})
+	mtlsIPAM := ipamtest.Start(t, ipamtest.Options{TLS: ipamtest.MutualTLS, CA: ca})
+	tlsAddr, mtlsAddr := tlsIPAM.Addr(), mtlsIPAM.Addr()
+	var pki struct{ caFile, certFile, keyFile string }
+	pki.caFile = tlsIPAM.CAFile
+	pki.certFile, pki.keyFile = mtlsIPAM.ClientFiles("spiffe://beacon/admin/beaconctl")
 	tests := []struct {
 		name    string
 		args    []string

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/beaconlb/beacon/beaconctl/internal/output"
@@ -54,18 +54,13 @@ resource, not its allocations. Managing tenants needs the admin role.`,
 	return cmd
 }
 
-func tenantClient(g *globals) (ipamv1.TenantServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// tenantKind is the tenant resource for the shared command shapes.
+func tenantKind() resourceKind[ipamv1.TenantServiceClient, *ipamv1.Tenant] {
+	return resourceKind[ipamv1.TenantServiceClient, *ipamv1.Tenant]{
+		client: ipamv1.NewTenantServiceClient,
+		name:   (*ipamv1.Tenant).GetName,
+		table:  output.TenantTable,
 	}
-	return ipamv1.NewTenantServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func tenantResourceName(t *ipamv1.Tenant) string { return t.GetName() }
-
-func printTenant(g *globals, w io.Writer, t *ipamv1.Tenant) error {
-	return printOne(g, w, t, tenantResourceName, output.TenantTable)
 }
 
 func newTenantCreateCommand(g *globals) *cobra.Command {
@@ -85,22 +80,14 @@ func newTenantCreateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := tenantClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.CreateTenant(ctx, &ipamv1.CreateTenantRequest{
-				TenantId:  strings.TrimPrefix(name, "tenants/"),
-				Tenant:    &ipamv1.Tenant{DisplayName: displayName, MaxAddresses: maxAddresses},
-				RequestId: requestID,
+			return tenantKind().one(cmd, g, func(ctx context.Context, c ipamv1.TenantServiceClient) (*ipamv1.Tenant, error) {
+				resp, err := c.CreateTenant(ctx, &ipamv1.CreateTenantRequest{
+					TenantId:  strings.TrimPrefix(name, "tenants/"),
+					Tenant:    &ipamv1.Tenant{DisplayName: displayName, MaxAddresses: maxAddresses},
+					RequestId: requestID,
+				})
+				return resp.GetTenant(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
 		},
 	}
 	fs := cmd.Flags()
@@ -111,31 +98,15 @@ func newTenantCreateCommand(g *globals) *cobra.Command {
 }
 
 func newTenantGetCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return tenantKind().getCommand(g, &cobra.Command{
 		Use:   "get ID",
 		Short: "Show a tenant with its usage",
 		Example: `  beaconctl tenant get acme
   beaconctl tenant get tenants/acme -o json`,
-		Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := tenantName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := tenantClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetTenant(ctx, &ipamv1.GetTenantRequest{Name: name})
-			if err != nil {
-				return err
-			}
-			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
-		},
-	}
+	}, "ID", tenantName, func(ctx context.Context, c ipamv1.TenantServiceClient, name string) (*ipamv1.Tenant, error) {
+		resp, err := c.GetTenant(ctx, &ipamv1.GetTenantRequest{Name: name})
+		return resp.GetTenant(), err
+	})
 }
 
 func newTenantListCommand(g *globals) *cobra.Command {
@@ -147,19 +118,10 @@ func newTenantListCommand(g *globals) *cobra.Command {
   beaconctl tenant list -o name`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, closeConn, err := tenantClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			tenants, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Tenant, string, error) {
-				resp, err := client.ListTenants(ctx, &ipamv1.ListTenantsRequest{PageSize: pages.size, PageToken: token})
+			return tenantKind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.TenantServiceClient, token string) ([]*ipamv1.Tenant, string, error) {
+				resp, err := c.ListTenants(ctx, &ipamv1.ListTenantsRequest{PageSize: pages.size, PageToken: token})
 				return resp.GetTenants(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), tenants, tenantResourceName, output.TenantTable)
 		},
 	}
 	pages.register(cmd.Flags(), "tenants")
@@ -202,61 +164,30 @@ releases nothing: it only refuses new allocations.`,
 			if len(paths) == 0 {
 				return fmt.Errorf("nothing to update: set --display-name or --max-addresses")
 			}
-			client, closeConn, err := tenantClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.UpdateTenant(ctx, &ipamv1.UpdateTenantRequest{
-				Tenant:     tenant,
-				UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
-				RequestId:  requestID,
+			return tenantKind().one(cmd, g, func(ctx context.Context, c ipamv1.TenantServiceClient) (*ipamv1.Tenant, error) {
+				resp, err := c.UpdateTenant(ctx, &ipamv1.UpdateTenantRequest{
+					Tenant:     tenant,
+					UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
+					RequestId:  requestID,
+				})
+				return resp.GetTenant(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printTenant(g, cmd.OutOrStdout(), resp.GetTenant())
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&displayName, "display-name", "", "new display name `TEXT`")
 	fs.Uint64Var(&maxAddresses, "max-addresses", 0, "new quota `N` (0: no limit)")
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the tenant still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	return etagFlags(cmd, "the tenant", &etag, &requestID)
 }
 
 func newTenantDeleteCommand(g *globals) *cobra.Command {
 	var etag, requestID string
-	cmd := &cobra.Command{
+	return etagFlags(tenantKind().deleteCommand(g, &cobra.Command{
 		Use:   "delete ID",
 		Short: "Delete a tenant (not its allocations)",
 		Example: `  beaconctl tenant delete acme
   beaconctl tenant delete acme --etag "$ETAG"`,
-		Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := tenantName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := tenantClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.DeleteTenant(ctx, &ipamv1.DeleteTenantRequest{Name: name, Etag: etag, RequestId: requestID})
-			if err != nil {
-				return err
-			}
-			return printDeleted(g, cmd.OutOrStdout(), name, resp)
-		},
-	}
-	fs := cmd.Flags()
-	fs.StringVar(&etag, "etag", "", "fail with Aborted unless the tenant still has this `ETAG`")
-	fs.StringVar(&requestID, "request-id", "", "`ID` that makes retries safe")
-	return cmd
+	}, "ID", tenantName, func(ctx context.Context, c ipamv1.TenantServiceClient, name string) (proto.Message, error) {
+		return c.DeleteTenant(ctx, &ipamv1.DeleteTenantRequest{Name: name, Etag: etag, RequestId: requestID})
+	}), "the tenant", &etag, &requestID)
 }

@@ -87,15 +87,14 @@ shown again. Managing tokens needs the admin role.`,
 	return cmd
 }
 
-func tokenClient(g *globals) (ipamv1.TokenServiceClient, func(), error) {
-	conn, err := g.dial()
-	if err != nil {
-		return nil, nil, err
+// tokenKind is the token resource for the shared command shapes.
+func tokenKind() resourceKind[ipamv1.TokenServiceClient, *ipamv1.Token] {
+	return resourceKind[ipamv1.TokenServiceClient, *ipamv1.Token]{
+		client: ipamv1.NewTokenServiceClient,
+		name:   (*ipamv1.Token).GetName,
+		table:  output.TokenTable,
 	}
-	return ipamv1.NewTokenServiceClient(conn), func() { _ = conn.Close() }, nil
 }
-
-func tokenResourceName(t *ipamv1.Token) string { return t.GetName() }
 
 type tokenCreateFlags struct {
 	role        string
@@ -174,14 +173,9 @@ stderr either way.`,
 			if err != nil {
 				return err
 			}
-			client, closeConn, err := tokenClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.CreateToken(ctx, req)
+			resp, err := callOnce(cmd.Context(), g, ipamv1.NewTokenServiceClient, func(ctx context.Context, c ipamv1.TokenServiceClient) (*ipamv1.CreateTokenResponse, error) {
+				return c.CreateToken(ctx, req)
+			})
 			if err != nil {
 				return err
 			}
@@ -215,31 +209,15 @@ stderr either way.`,
 }
 
 func newTokenGetCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return tokenKind().getCommand(g, &cobra.Command{
 		Use:   "get ID",
 		Short: "Show a token (never its secret)",
 		Example: `  beaconctl token get acme-cluster
   beaconctl token get tokens/acme-cluster -o json`,
-		Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := tokenName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := tokenClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.GetToken(ctx, &ipamv1.GetTokenRequest{Name: name})
-			if err != nil {
-				return err
-			}
-			return printOne(g, cmd.OutOrStdout(), resp.GetToken(), tokenResourceName, output.TokenTable)
-		},
-	}
+	}, "ID", tokenName, func(ctx context.Context, c ipamv1.TokenServiceClient, name string) (*ipamv1.Token, error) {
+		resp, err := c.GetToken(ctx, &ipamv1.GetTokenRequest{Name: name})
+		return resp.GetToken(), err
+	})
 }
 
 func newTokenListCommand(g *globals) *cobra.Command {
@@ -251,19 +229,10 @@ func newTokenListCommand(g *globals) *cobra.Command {
   beaconctl token list -o name`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, closeConn, err := tokenClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			tokens, err := fetchPages(cmd.Context(), g, &pages, func(ctx context.Context, token string) ([]*ipamv1.Token, string, error) {
-				resp, err := client.ListTokens(ctx, &ipamv1.ListTokensRequest{PageSize: pages.size, PageToken: token})
+			return tokenKind().list(cmd, g, &pages, func(ctx context.Context, c ipamv1.TokenServiceClient, token string) ([]*ipamv1.Token, string, error) {
+				resp, err := c.ListTokens(ctx, &ipamv1.ListTokensRequest{PageSize: pages.size, PageToken: token})
 				return resp.GetTokens(), resp.GetNextPageToken(), err
 			})
-			if err != nil {
-				return err
-			}
-			return printList(g, cmd.OutOrStdout(), tokens, tokenResourceName, output.TokenTable)
 		},
 	}
 	pages.register(cmd.Flags(), "tokens")
@@ -271,30 +240,13 @@ func newTokenListCommand(g *globals) *cobra.Command {
 }
 
 func newTokenDeleteCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return tokenKind().deleteCommand(g, &cobra.Command{
 		Use:     "delete ID",
 		Aliases: []string{"revoke"},
 		Short:   "Revoke a token",
 		Example: `  beaconctl token delete acme-cluster
   beaconctl token revoke tokens/acme-cluster`,
-		Args: exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := tokenName(args[0])
-			if err != nil {
-				return err
-			}
-			client, closeConn, err := tokenClient(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := g.callContext(cmd.Context())
-			defer cancel()
-			resp, err := client.DeleteToken(ctx, &ipamv1.DeleteTokenRequest{Name: name})
-			if err != nil {
-				return err
-			}
-			return printDeleted(g, cmd.OutOrStdout(), name, resp)
-		},
-	}
+	}, "ID", tokenName, func(ctx context.Context, c ipamv1.TokenServiceClient, name string) (proto.Message, error) {
+		return c.DeleteToken(ctx, &ipamv1.DeleteTokenRequest{Name: name})
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,8 +19,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
+
+func TestMain(m *testing.M) { ipamtest.Main(m) }
 
 // TestRun runs the whole program against a real API server and ipamd: a
 // Service gets its address, /readyz answers, and cancelling (SIGTERM) stops
@@ -35,11 +40,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Stop()
-	ipamd, err := testenv.StartIPAM(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ipamd.Stop()
+	ipamd := ipamtest.Start(t, ipamtest.Options{Args: []string{"--release-hold", "10m"}}).Replicas[0]
 	cc, err := grpc.NewClient(ipamd.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -77,19 +78,22 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, time.Minute, "the Service's address", func() error {
 		s, err := k8s.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-		if err == nil && len(s.Status.LoadBalancer.Ingress) == 1 {
-			if ip := s.Status.LoadBalancer.Ingress[0].IP; ip != "192.0.2.0" {
-				t.Errorf("address %s, want the pool's lowest, 192.0.2.0", ip)
-			}
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no address after 30s: %v %v", s, err)
+		if len(s.Status.LoadBalancer.Ingress) != 1 {
+			return fmt.Errorf("ingress %v", s.Status.LoadBalancer.Ingress)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	s, err := k8s.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := s.Status.LoadBalancer.Ingress[0].IP; ip != "192.0.2.0" {
+		t.Errorf("address %s, want the pool's lowest, 192.0.2.0", ip)
 	}
 	select {
 	case addr := <-ops:

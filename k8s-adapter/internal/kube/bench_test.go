@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -163,12 +164,13 @@ func createMany(t *testing.T, ns, class, prefix string, n, workers int, rate flo
 
 func waitCount(t *testing.T, what string, d time.Duration, f func() int, want int) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for f() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d after %v", what, f(), want, d)
+	if err := testwait.Poll(t.Context(), d, func() error {
+		if n := f(); n < want {
+			return fmt.Errorf("%d of %d", n, want)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -250,7 +252,21 @@ func TestBenchResync(t *testing.T) {
 		}
 		return 0
 	}, 1)
-	time.Sleep(2 * time.Second)
+	// The finalizer and the annotations go in one patch (the address came
+	// before): the finalizer on every Service says they all landed.
+	waitCount(t, "Services with the finalizer", 5*time.Minute, func() int {
+		list, err := k8s.CoreV1().Services(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return 0
+		}
+		done := 0
+		for _, s := range list.Items {
+			if slices.Contains(s.Finalizers, kube.Finalizer) {
+				done++
+			}
+		}
+		return done
+	}, n)
 	before := addresses(t, e)
 	a.stop()
 

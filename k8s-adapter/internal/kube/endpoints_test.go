@@ -78,7 +78,9 @@ func TestEndpointSlicesReachIPAM(t *testing.T) {
 	if _, err := slices.Create(ctx, slice(e.ns, "cluster", "cluster-a", endpoint{"n1", &yes}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.never(e.ns+"/cluster", 2*time.Second, "the Cluster Service's allocation got nodes", func(a *ipamv1.Allocation) bool {
+		return len(a.GetEndpointNodes()) != 0 || a.GetTrafficPolicy() == ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	})
 	if a := e.allocation(e.ns + "/cluster"); len(a.GetEndpointNodes()) != 0 || a.GetTrafficPolicy() == ipamv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL {
 		t.Errorf("cluster allocation: policy %v nodes %v", a.GetTrafficPolicy(), a.GetEndpointNodes())
 	}

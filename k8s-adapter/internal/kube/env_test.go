@@ -25,6 +25,8 @@ import (
 	"github.com/beaconlb/beacon/k8s-adapter/internal/kube"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/request"
 	"github.com/beaconlb/beacon/k8s-adapter/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -33,7 +35,7 @@ import (
 // tests do not see each other's Services or addresses.
 var (
 	cluster *testenv.Cluster
-	ipamd   *testenv.IPAM
+	ipamd   *ipamtest.Replica
 	k8s     kubernetes.Interface
 	ipam    kube.IPAM
 )
@@ -56,12 +58,14 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	ipamd, err = testenv.StartIPAM(ctx)
+	defer ipamtest.Cleanup()
+	var stopIPAM func()
+	ipamd, stopIPAM, err = ipamtest.Serve(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start ipamd:", err)
 		return 1
 	}
-	defer ipamd.Stop()
+	defer stopIPAM()
 	rc, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -83,7 +87,7 @@ func runMain(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
 		fmt.Println(cluster.Logs())
-		fmt.Println("--- ipamd\n" + ipamd.Logs())
+		fmt.Println("--- ipamd\n" + ipamd.Tail(6000))
 	}
 	return code
 }
@@ -275,26 +279,52 @@ func (e *env) update(name string, mod func(*corev1.Service)) {
 		if !apierrors.IsConflict(err) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	e.t.Fatalf("update %s: %v", name, err)
 }
 
-// waitFor polls cond every 20 ms for up to 20 s; cond returns whether it
-// holds and, if not, what it saw.
+// waitFor polls cond for up to a minute; cond returns whether it holds
+// and, if not, what it saw.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	last := ""
-	for time.Now().Before(deadline) {
+	if err := testwait.Poll(t.Context(), time.Minute, func() error {
 		ok, seen := cond()
 		if ok {
-			return
+			return nil
 		}
 		last = seen
-		time.Sleep(20 * time.Millisecond)
+		return testwait.ErrNotYet
+	}); err != nil {
+		t.Fatalf("timed out waiting for %s; last saw: %s", what, last)
 	}
-	t.Fatalf("timed out waiting for %s; last saw: %s", what, last)
+}
+
+// never watches the tenant's allocations for d (from the current
+// revision) and fails the test if an event for owner's allocation shows
+// bad: proof that something did not happen, from the IPAM's own stream.
+func (e *env) never(owner string, d time.Duration, what string, bad func(*ipamv1.Allocation) bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), d)
+	defer cancel()
+	stream, err := ipam.Allocations.WatchAllocations(ctx, &ipamv1.WatchAllocationsRequest{Parent: "tenants/" + e.tenant})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.t.Fatalf("watch ended before %v: %v", d, err)
+			}
+			return // d passed and it did not happen
+		}
+		for _, ev := range resp.GetEvents() {
+			if a := ev.GetAllocation(); a.GetOwner() == owner && bad(a) {
+				e.t.Fatalf("%s: %v", what, a)
+			}
+		}
+	}
 }
 
 // ingress returns the Service's status IPs.

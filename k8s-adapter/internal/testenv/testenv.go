@@ -1,7 +1,8 @@
-// Package testenv starts the real processes the adapter's tests run against,
-// on loopback ports: etcd and kube-apiserver built by tests/testbins (see
-// `make testbins`), and Beacon's ipamd with embedded etcd. It does not import
-// client-go: it hands out the API server's address and token.
+// Package testenv starts the real Kubernetes API server the adapter's tests
+// run against, on loopback ports: etcd and kube-apiserver built by
+// tests/testbins (see `make testbins`). The IPAM replicas come from
+// pkg/ipamtest. It does not import client-go: it hands out the API server's
+// address and token.
 //
 // Only tests import this package.
 package testenv
@@ -14,7 +15,6 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/loopback"
 )
 
@@ -60,20 +61,9 @@ func RepoRoot() (string, error) {
 
 // TestbinsDir returns the folder of the Kubernetes test binaries:
 // $BEACON_TESTBINS, else $BEACON_CACHE/testbins, else .cache/testbins under
-// the repository, as tests/testbins/build.sh writes them.
-func TestbinsDir() (string, error) {
-	if d := os.Getenv("BEACON_TESTBINS"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("BEACON_CACHE"); d != "" {
-		return filepath.Join(d, "testbins"), nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, ".cache", "testbins"), nil
-}
+// the repository, as tests/testbins/build.sh writes them
+// (ipamtest.TestbinsDir).
+func TestbinsDir() (string, error) { return ipamtest.TestbinsDir() }
 
 // proc is a child process with its output kept.
 type proc struct {
@@ -322,107 +312,6 @@ func (c *Cluster) Stop() {
 		_ = c.etcd.stop(syscall.SIGTERM, 10*time.Second)
 	}
 	_ = os.RemoveAll(c.Dir)
-}
-
-// IPAM is a running ipamd with embedded etcd.
-type IPAM struct {
-	// Addr is its gRPC address.
-	Addr string
-	dir  string
-	p    *proc
-	bin  string
-	args []string
-}
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// IPAMBinary returns $BEACON_BIN/ipamd if it exists, else builds ipamd once
-// per process into a temporary folder.
-func IPAMBinary() (string, error) {
-	if d := os.Getenv("BEACON_BIN"); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "ipamd")); err == nil {
-			return filepath.Join(d, "ipamd"), nil
-		}
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "beacon-ipamd-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		bin := filepath.Join(dir, "ipamd")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/beaconlb/beacon/services/ipam/cmd/ipamd").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build ipamd: %w\n%s", err, out)
-			return
-		}
-		builtBin = bin
-	})
-	return builtBin, buildErr
-}
-
-// StartIPAM starts ipamd on a loopback port with embedded etcd in a
-// temporary folder, with extra flags args.
-func StartIPAM(ctx context.Context, args ...string) (*IPAM, error) {
-	bin, err := IPAMBinary()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "beacon-ipamd-data-")
-	if err != nil {
-		return nil, err
-	}
-	i := &IPAM{dir: dir, bin: bin, args: append([]string{"--data-dir", filepath.Join(dir, "data"), "--ops-listen", "127.0.0.1:0", "--log-level", "info"}, args...)}
-	if err := i.start(ctx, "127.0.0.1:0"); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	return i, nil
-}
-
-func (i *IPAM) start(ctx context.Context, listen string) error {
-	ready := make(chan string, 1)
-	p, err := startProc("ipamd", i.bin, append([]string{"--listen", listen}, i.args...), func(line string) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "ipamd serving" {
-			addr, _ := rec["listen"].(string)
-			select {
-			case ready <- addr:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	select {
-	case i.Addr = <-ready:
-		i.p = p
-		return nil
-	case <-p.exited:
-		return fmt.Errorf("ipamd exited: %w\n%s", p.err, tail(p.Output()))
-	case <-ctx.Done():
-		_ = p.stop(syscall.SIGKILL, time.Second)
-		return ctx.Err()
-	case <-time.After(60 * time.Second):
-		_ = p.stop(syscall.SIGKILL, time.Second)
-		return fmt.Errorf("ipamd not serving after 60s\n%s", tail(p.Output()))
-	}
-}
-
-// Logs returns the tail of ipamd's output.
-func (i *IPAM) Logs() string { return tail(i.p.Output()) }
-
-// Stop stops ipamd and removes its data.
-func (i *IPAM) Stop() {
-	if i.p != nil {
-		_ = i.p.stop(syscall.SIGTERM, 15*time.Second)
-	}
-	_ = os.RemoveAll(i.dir)
 }
 
 func tail(s string) string {

@@ -2,50 +2,25 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 )
 
 // ErrNoEtcd means the etcd test binary is missing: `make testbins` builds
-// it.
-var ErrNoEtcd = errors.New("e2e: the etcd test binary is missing; run `make testbins`")
+// it. It is pkg/ipamtest's, where the test binaries are found.
+var ErrNoEtcd = ipamtest.ErrNoEtcd
 
 // EtcdBinary returns the etcd built by tests/testbins: in $BEACON_TESTBINS,
 // else $BEACON_CACHE/testbins, else .cache/testbins beside the go.work
-// above the working directory. It wraps ErrNoEtcd when there is none.
-func EtcdBinary() (string, error) {
-	dir := os.Getenv("BEACON_TESTBINS")
-	if dir == "" && os.Getenv("BEACON_CACHE") != "" {
-		dir = filepath.Join(os.Getenv("BEACON_CACHE"), "testbins")
-	}
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-				dir = filepath.Join(d, ".cache", "testbins")
-				break
-			}
-			if filepath.Dir(d) == d {
-				return "", fmt.Errorf("%w (no go.work above %s)", ErrNoEtcd, wd)
-			}
-		}
-	}
-	bin := filepath.Join(dir, "etcd")
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("%w (%w)", ErrNoEtcd, err)
-	}
-	return bin, nil
-}
+// above the working directory (ipamtest.EtcdBinary). It wraps ErrNoEtcd
+// when there is none.
+func EtcdBinary() (string, error) { return ipamtest.EtcdBinary() }
 
 // EtcdArgs are the flags of a one-member etcd with its data in dir,
 // serving clients on clientURL and its peer port on peerURL (fsync on, as

@@ -17,6 +17,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/beaconlb/beacon/pkg/testwait"
 )
 
 // collector is a plain GoBGP server on a loopback address that accepts
@@ -119,16 +121,8 @@ func (c *collector) rib(t *testing.T) map[netip.Prefix]seen {
 // eventually polls cond until it returns nil or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testwait.Poll(t.Context(), timeout, cond); err != nil {
+		t.Fatal(err)
 	}
 }
 

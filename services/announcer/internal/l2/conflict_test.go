@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2/l2lab"
 )
@@ -33,21 +34,18 @@ func summarize(cs []l2.Conflict) []conflictSummary {
 // waitConflicts polls the helper's conflicts until they are want.
 func waitConflicts(t *testing.T, h *l2lab.Responder, want []conflictSummary, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	var got []conflictSummary
-	for {
+	if err := testwait.Poll(t.Context(), within, func() error {
 		cs, err := h.Conflicts()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		got = summarize(cs)
-		if cmp.Equal(want, got) {
-			return
+		if got = summarize(cs); !cmp.Equal(want, got) {
+			return testwait.ErrNotYet
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("conflicts after %v (-want +got):\n%s", within, cmp.Diff(want, got))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("conflicts after %v (%v) (-want +got):\n%s", within, err, cmp.Diff(want, got))
 	}
 }
 
@@ -155,13 +153,10 @@ func TestLaterConflictReported(t *testing.T) {
 	if err := h.Set(map[string][]netip.Addr{l2lab.LAN: {lab.VIP4, lab.VIP6}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s := stats(t, h); s.IPv4.Announcements == 0 || s.IPv6.Announcements == 0; s = stats(t, h) {
-		if time.Now().After(deadline) {
-			t.Fatalf("node1 did not announce within 10s: %+v", s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "node1 to announce both families", func() bool {
+		s := stats(t, h)
+		return s.IPv4.Announcements > 0 && s.IPv6.Announcements > 0
+	})
 	waitConflicts(t, h, []conflictSummary{}, time.Second)
 
 	mustExec(ctx, t, lab, lab.Node2, "ip", "addr", "add", lab.VIP4.String()+"/32", "dev", l2lab.LAN)

@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2"
 	"github.com/beaconlb/beacon/services/announcer/internal/l2/l2lab"
 	"github.com/beaconlb/beacon/services/announcer/internal/localaddr"
@@ -253,17 +254,13 @@ func devAddrs(t *testing.T, ns, dev string) (addrs []netip.Addr, exists bool) {
 // false: until the device is gone).
 func waitAddrs(t *testing.T, ns, dev string, want []netip.Addr, exists bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, dev+" in "+ns, func() error {
 		got, ok := devAddrs(t, ns, dev)
-		if ok == exists && cmp.Equal(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
-			return
+		if ok != exists || !cmp.Equal(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
+			return fmt.Errorf("exists %v with %v, want exists %v with %v", ok, got, exists, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s in %s: exists %v with %v, want exists %v with %v", dev, ns, ok, got, exists, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // inNamespace runs fn on an OS thread switched into namespace ns; sockets

@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,9 +38,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
-	"github.com/beaconlb/beacon/services/gateway/internal/ipamproc"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
 
@@ -102,15 +101,12 @@ func bench(ctx context.Context, o options, progress io.Writer) ([]string, error)
 	defer func() { _ = os.RemoveAll(tmp) }()
 
 	say("building ipamd (or using $BEACON_BIN)")
-	bin, err := ipamproc.Binary(tmp)
+	defer ipamtest.Cleanup()
+	ipam, stopIPAM, err := ipamtest.Serve(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ipam, err := ipamproc.StartEmbedded(ctx, bin, filepath.Join(tmp, "data"))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = ipam.Stop(10 * time.Second) }()
+	defer stopIPAM()
 	say("ipamd serving on %s", ipam.Addr)
 
 	ca, err := devcerts.NewCA("gateway-bench")

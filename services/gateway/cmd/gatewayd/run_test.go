@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,10 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
+	"github.com/beaconlb/beacon/pkg/ipamtest"
+	"github.com/beaconlb/beacon/pkg/testwait"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { ipamtest.Main(m) }
 
 func TestBootstrapSecret(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "admin-token")
@@ -69,7 +71,7 @@ func (s *syncBuffer) String() string {
 // certificates and a bootstrap token file it makes itself, calls it over
 // HTTPS, checks readiness, and stops it as SIGTERM would.
 func TestRun(t *testing.T) {
-	ipam := testenv.StartIPAM(t)
+	ipam := ipamtest.Start(t, ipamtest.Options{}).Replicas[0]
 	dir := t.TempDir()
 	cfg, err := parseConfig([]string{
 		"--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--ipam", ipam.Addr,
@@ -92,18 +94,18 @@ func TestRun(t *testing.T) {
 	}()
 
 	var listen, ops string
-	for deadline := time.Now().Add(30 * time.Second); listen == ""; {
+	if err := testwait.Poll(t.Context(), time.Minute, func() error {
 		for line := range strings.Lines(logs.String()) {
 			var rec map[string]any
 			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "gatewayd serving" {
 				listen, _ = rec["listen"].(string)
 				ops, _ = rec["ops"].(string)
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gatewayd not serving:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return testwait.ErrNotYet
+	}); err != nil {
+		t.Fatalf("gatewayd not serving (%v):\n%s", err, logs.String())
 	}
 	if strings.Contains(logs.String(), "bct_") {
 		t.Error("the bootstrap secret appears in the log")
@@ -138,16 +140,12 @@ func TestRun(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		code, body := get("http://"+ops+"/readyz", "")
-		if code == http.StatusOK {
-			break
+	testwait.For(t, time.Minute, "/readyz to answer 200", func() error {
+		if code, body := get("http://"+ops+"/readyz", ""); code != http.StatusOK {
+			return fmt.Errorf("/readyz = %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz = %d %s", code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if code, body := get("https://"+listen+"/v1/pools", strings.TrimSpace(string(token))); code != http.StatusOK {
 		t.Errorf("GET /v1/pools with the bootstrap token = %d %s", code, body)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/fault"
 )
@@ -201,14 +202,19 @@ func TestTokenCacheSharesConcurrentLookups(t *testing.T) {
 	}
 	c := NewTokenCache(ipam.verify, TokenCacheConfig{})
 	var wg sync.WaitGroup
+	var started atomic.Int32
 	errs := make(chan error, 20)
 	for range 20 {
 		wg.Go(func() {
+			started.Add(1)
 			_, err := c.Verify(context.Background(), "bct_x")
 			errs <- err
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Every lookup has started and the first is held at the IPAM.
+	testwait.Until(t, 30*time.Second, "20 lookups, one at the IPAM", func() bool {
+		return started.Load() == 20 && ipam.calls.Load() >= 1
+	})
 	close(ipam.gate)
 	wg.Wait()
 	close(errs)

@@ -13,9 +13,10 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/ipamproc"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
 
@@ -39,9 +40,8 @@ func resumes(t *testing.T, tel *telemetry.Telemetry) int {
 // resume_token, without losing or breaking off: every allocation made
 // before, during and after the kill arrives as an event.
 func TestWatchSurvivesReplicaKill(t *testing.T) {
-	etcd := testenv.StartIPAM(t) // holds the embedded etcd
-	b := testenv.StartIPAM(t, "--etcd-endpoints", etcd.Endpoints())
-	c := testenv.StartIPAM(t, "--etcd-endpoints", etcd.Endpoints())
+	ipam := ipamtest.Start(t, ipamtest.Options{Replicas: 3}) // the first holds the embedded etcd
+	b, c := ipam.Replicas[1], ipam.Replicas[2]
 	tel, err := telemetry.New(t.Context(), telemetry.Config{ServiceName: "gateway-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 	// Kill B. If the stream was on C, nothing happens to it; then bring a
 	// replica back at B's address and kill C, so that the replica serving
 	// the stream dies either way.
-	victims := []*ipamproc.Proc{b, c}
+	victims := []*ipamtest.Replica{b, c}
 	for i, v := range victims {
 		t.Logf("killing replica %s", v.Addr)
 		v.Kill()
@@ -131,7 +131,7 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 			break
 		}
 		if i == 0 {
-			b2 := testenv.StartIPAM(t, "--etcd-endpoints", etcd.Endpoints(), "--listen", b.Addr)
+			b2 := ipam.StartReplica("--etcd-endpoints", ipam.EtcdEndpoints(), "--listen", b.Addr)
 			t.Logf("replica back at %s; the stream was not on the killed one", b2.Addr)
 			waitServing(t, admin, b2)
 		}
@@ -149,23 +149,18 @@ func TestWatchSurvivesReplicaKill(t *testing.T) {
 
 // waitServing waits until the gateway has sent calls to p, so that p is in
 // the gateway's rotation.
-func waitServing(t *testing.T, admin *grpc.ClientConn, p *ipamproc.Proc) {
+func waitServing(t *testing.T, admin *grpc.ClientConn, p *ipamtest.Replica) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.Until(t, time.Minute, "the gateway to send calls to "+p.Addr, func() bool {
 		for range 4 {
 			_, _ = ipamv1.NewPoolServiceClient(admin).ListPools(t.Context(), &ipamv1.ListPoolsRequest{})
 		}
-		if served(t, p) > 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the gateway sent nothing to %s", p.Addr)
+		return served(t, p) > 0
+	})
 }
 
 // served counts the ListPools calls p has answered, from its metrics.
-func served(t *testing.T, p *ipamproc.Proc) int {
+func served(t *testing.T, p *ipamtest.Replica) int {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.Ops+"/metrics", nil)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
@@ -23,7 +24,7 @@ import (
 // that each is refused, that A's own views show only A, and that B's
 // allocation is untouched afterwards.
 func TestTenantIsolation(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const ta, tb = "iso-a", "iso-b"
 	createPool(t, env, "iso-shared", "2001:db8:a201::/120", ta, tb)
@@ -194,7 +195,7 @@ func TestTenantIsolation(t *testing.T) {
 // it, a later message naming one ends the stream, and the plan it gets
 // holds its tenant's addresses and none of another's.
 func TestSubscribeScope(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const ta, tb = "sub-a", "sub-b"
 	createPool(t, env, "sub-pool", "2001:db8:a202::/120", ta, tb)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
@@ -19,7 +20,7 @@ import (
 // TestRequestLimits sends oversize and malformed requests over gRPC and
 // REST; each is refused cleanly, before the IPAM sees it.
 func TestRequestLimits(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const tenant = "limits"
 	cred := testenv.Cert("beacon://tenant/" + tenant)
@@ -70,7 +71,7 @@ func TestRequestLimits(t *testing.T) {
 // another tenant is unaffected, and that waiting the advertised delay
 // works.
 func TestRateLimit(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
 		c.RateLimit, c.RateBurst = 5, 5
 	}})
@@ -125,7 +126,7 @@ func TestRateLimit(t *testing.T) {
 // TestStreamsAndDeadlines checks the per-connection stream limit and the
 // cap on unary deadlines (streams exempt).
 func TestStreamsAndDeadlines(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	t.Run("streams per connection", func(t *testing.T) {
 		env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) { c.MaxStreamsPerConn = 2 }})
 		alloc := ipamv1.NewAllocationServiceClient(env.Conn(t, testenv.Cert("beacon://tenant/streams")))
@@ -167,7 +168,7 @@ func TestStreamsAndDeadlines(t *testing.T) {
 // TestQuotaPassesThrough checks that the IPAM's per-tenant quota error
 // reaches the caller as it is, over gRPC and REST.
 func TestQuotaPassesThrough(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	createPool(t, env, "quota-pool", "2001:db8:a204::/120", "quota")
 	if _, err := ipamv1.NewTenantServiceClient(env.Conn(t, env.Admin())).CreateTenant(t.Context(), &ipamv1.CreateTenantRequest{

@@ -10,13 +10,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 
 	"github.com/beaconlb/beacon/proto/apimethods"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { ipamtest.Main(m) }
 
 func sample(t *testing.T, md protoreflect.MethodDescriptor, tenant, pool string) proto.Message {
 	t.Helper()
@@ -63,7 +64,7 @@ func allowed(method, role string) bool {
 // reach the IPAM (whatever it answers), denied ones are PermissionDenied,
 // anonymous ones Unauthenticated.
 func TestMethodRoleMatrix(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	const tenant, pool = "matrix", "matrix-pool"
 	admin := ipamv1.NewPoolServiceClient(env.Conn(t, env.Admin()))

@@ -14,7 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
@@ -24,7 +26,7 @@ import (
 // and JSON (curl), from an admin bootstrap token to a tenant that
 // allocates, watches, renews and releases.
 func TestRESTProvisioning(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	admin := env.Admin()
 	hc := env.HTTP(t, testenv.Cred{})
@@ -107,7 +109,7 @@ func TestRESTProvisioning(t *testing.T) {
 // TestActor checks the beacon-actor the IPAM records: the authenticated
 // identity, never what the client claims.
 func TestActor(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}})
 	createPool(t, env, "actor-pool", "2001:db8:a207::/120", "actor")
 	secret := env.IssueToken(t, "actor-adapter", ipamv1.Role_ROLE_TENANT, "actor")
@@ -147,7 +149,7 @@ func TestActor(t *testing.T) {
 // call to the IPAM is a client span of the same trace, whose context
 // otelgrpc injects into the outgoing metadata.
 func TestTracePropagation(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	spans := tracetest.NewInMemoryExporter()
 	tel, err := telemetry.New(t.Context(), telemetry.Config{ServiceName: "gateway-test"}, telemetry.WithSpanExporter(spans))
 	if err != nil {
@@ -195,9 +197,13 @@ func TestTracePropagation(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(missing()) > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The spans end after the answers; wait for them (then report those missing).
+	_ = testwait.Poll(t.Context(), 30*time.Second, func() error {
+		if len(missing()) > 0 {
+			return testwait.ErrNotYet
+		}
+		return nil
+	})
 	for _, name := range missing() {
 		t.Errorf("%s spans in the caller's trace: %v; want a server span and a client span to the IPAM", name, kinds[name])
 	}
@@ -206,7 +212,7 @@ func TestTracePropagation(t *testing.T) {
 // TestOpenAPIAndConsole checks /openapi.json and that non-API paths reach
 // the console handler.
 func TestOpenAPIAndConsole(t *testing.T) {
-	ipam := testenv.SharedIPAM(t)
+	ipam := ipamtest.Shared(t)
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("console " + r.URL.Path))
 	})

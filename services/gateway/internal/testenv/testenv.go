@@ -1,5 +1,5 @@
-// Package testenv sets up the real parts the gateway's tests run against:
-// ipamd processes with embedded etcd (package ipamproc), a gateway serving
+// Package testenv sets up the gateway the gateway's tests run against, in
+// front of real IPAM replicas (started with pkg/ipamtest): a gateway serving
 // TLS on a loopback port, a throwaway CA, and gRPC and HTTPS clients that
 // present a client certificate or a bearer token. Only tests import it.
 package testenv
@@ -11,9 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,102 +21,11 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	"github.com/beaconlb/beacon/pkg/telemetry"
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
-	"github.com/beaconlb/beacon/services/gateway/internal/ipamproc"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
-
-var (
-	binOnce sync.Once
-	binPath string
-	binDir  string
-	binErr  error
-)
-
-var (
-	sharedOnce sync.Once
-	shared     *ipamproc.Proc
-	sharedDir  string
-	sharedErr  error
-)
-
-// Main runs a test binary's tests, then stops the shared ipamd and removes
-// the ipamd it built. Call it from TestMain.
-func Main(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.Kill()
-	}
-	if sharedDir != "" {
-		_ = os.RemoveAll(sharedDir)
-	}
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// SharedIPAM returns an ipamd (embedded etcd) shared by every test of the
-// test binary that asks for it: tests using it keep to tenants, pools and
-// address ranges of their own.
-func SharedIPAM(t testing.TB) *ipamproc.Proc {
-	t.Helper()
-	bin := IPAMBinary(t)
-	sharedOnce.Do(func() {
-		if sharedDir, sharedErr = os.MkdirTemp("", "gateway-test-ipamd-"); sharedErr != nil {
-			return
-		}
-		shared, sharedErr = ipamproc.StartEmbedded(context.Background(), bin, sharedDir, "--release-hold", "0s")
-	})
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
-	if shared.Exited() {
-		t.Fatalf("the shared ipamd has exited:\n%s", shared.Logs())
-	}
-	return shared
-}
-
-// IPAMBinary returns ipamd's path, building it once per test binary unless
-// BEACON_BIN is set.
-func IPAMBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if os.Getenv("BEACON_BIN") == "" {
-			if binDir, binErr = os.MkdirTemp("", "gateway-test-bin-"); binErr != nil {
-				return
-			}
-		}
-		binPath, binErr = ipamproc.Binary(binDir)
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// StartIPAM starts an ipamd with its own embedded etcd (no args) or with
-// args such as --etcd-endpoints; it is killed when the test ends.
-func StartIPAM(t testing.TB, args ...string) *ipamproc.Proc {
-	t.Helper()
-	bin := IPAMBinary(t)
-	if len(args) == 0 {
-		args = []string{"--data-dir", t.TempDir()}
-	}
-	args = append([]string{"--release-hold", "0s"}, args...)
-	p, err := ipamproc.Start(context.Background(), bin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() && testing.Verbose() {
-			t.Logf("ipamd %s logs:\n%s", p.Addr, p.Logs())
-		}
-	})
-	return p
-}
 
 // Options change the gateway a test gets.
 type Options struct {
@@ -315,17 +222,7 @@ func (e *Env) IssueToken(t testing.TB, id string, role ipamv1.Role, tenant strin
 // WaitReady waits until the gateway reaches a healthy IPAM replica.
 func (e *Env) WaitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := e.Gateway.Ready(t.Context())
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, time.Minute, "the gateway to be ready", func() error { return e.Gateway.Ready(t.Context()) })
 }
 
 // Must fails the test on err.

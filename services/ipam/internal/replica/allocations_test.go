@@ -510,8 +510,11 @@ func TestAllocationTTL(t *testing.T) {
 	}
 	_, err = n.allocs.RenewAllocation(ctxT(t), &ipamv1.RenewAllocationRequest{Name: long.GetName(), Etag: long.GetEtag()})
 	wantStatus(t, err, codes.Aborted)
-	clk.advance(20 * time.Second) // past the first expiry, 40s left
-	time.Sleep(1500 * time.Millisecond)
+	// A marker that expires with this step of the clock: once it is gone,
+	// expiry has run past long's old expiry time.
+	marker := mustAllocate(t, n, tenant, &ipamv1.Allocation{Owner: "marker", Ttl: dur(10 * time.Second)})
+	clk.advance(20 * time.Second) // past the first expiry and the marker's, 40s left
+	eventually(t, 30*time.Second, "the marker to expire", func() bool { return !exists(marker) })
 	if !exists(long) {
 		t.Fatalf("renewed allocation expired at its old time")
 	}
@@ -544,6 +547,7 @@ func TestAllocationTTL(t *testing.T) {
 	}
 	diff(t, "expiry records, newest first", []string{
 		"long system [198.51.100.121]",
+		"marker system [198.51.100.123]",
 		"short system [198.51.100.120]",
 	}, expired)
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
 
@@ -208,15 +209,25 @@ func diff(t *testing.T, what string, want, got any, opts ...cmp.Option) {
 	}
 }
 
-// eventually polls cond every 50ms until it holds or timeout passes.
+// eventually polls cond until it holds or timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	testwait.Until(t, timeout, what, cond)
+}
+
+// never fails the test if bad holds at any time within d (checked at
+// every testwait.Interval and at the end): the proof that something did
+// not happen, over an explicit deadline. bad reads what the announcers'
+// plan streams recorded (everAnswered, l2Addrs).
+func never(t *testing.T, d time.Duration, what string, bad func() bool) {
+	t.Helper()
+	if err := testwait.Poll(t.Context(), d, func() error {
+		if bad() {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		return testwait.ErrNotYet
+	}); err == nil {
+		t.Fatal(what)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 )
@@ -33,6 +34,7 @@ type fakeAnnouncer struct {
 	ever   map[string]bool              // every L2 address it was ever told to answer for
 	routes map[string]*ipamv1.PlanRoute // prefix|peer
 	peers  map[string]bool
+	plans  int // plan messages received
 	ch     chan struct{}
 }
 
@@ -82,6 +84,7 @@ func subscribeMAC(t *testing.T, addr, tenant, node string, labels map[string]str
 				return
 			}
 			f.mu.Lock()
+			f.plans++
 			if snap := resp.GetSnapshot(); snap != nil {
 				f.l2, f.routes, f.peers = map[string]bool{}, map[string]*ipamv1.PlanRoute{}, map[string]bool{}
 				for _, l := range snap.GetL2Addresses() {
@@ -155,6 +158,13 @@ func (f *fakeAnnouncer) ended() bool {
 	}
 }
 
+// planned reports whether it has received a plan message.
+func (f *fakeAnnouncer) planned() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.plans > 0
+}
+
 // everAnswered reports whether it was ever told to answer for addr.
 func (f *fakeAnnouncer) everAnswered(addr string) bool {
 	f.mu.Lock()
@@ -173,18 +183,13 @@ func (f *fakeAnnouncer) l2Addrs() []string {
 	return out
 }
 
-// waitFor polls cond until it holds or 10 s pass.
+// waitFor polls cond until it holds or 10 s pass, and returns how long
+// that took.
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for time.Since(start) < 10*time.Second {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-	return 0
+	testwait.Until(t, 10*time.Second, what, cond)
+	return time.Since(start)
 }
 
 func TestSubscribeL2FailoverAndDrain(t *testing.T) {
@@ -218,10 +223,10 @@ func TestSubscribeL2FailoverAndDrain(t *testing.T) {
 	}
 	// A third node joining never moves the address (sticky).
 	c := subscribe(t, n.addr, "c1", "node-c", nil)
-	time.Sleep(300 * time.Millisecond)
-	if diff := cmp.Diff([]string{vip}, owner.l2Addrs()); diff != "" {
-		t.Fatalf("address moved when a node joined: %s", diff)
-	}
+	waitFor(t, "node-c's first plan", c.planned)
+	never(t, time.Second, "the address moved when a node joined", func() bool {
+		return c.everAnswered(vip) || len(other.l2Addrs()) != 0 || !cmp.Equal([]string{vip}, owner.l2Addrs())
+	})
 	c.kill()
 	// The owner dies: the other node answers.
 	owner.kill()
