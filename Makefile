@@ -196,8 +196,8 @@ FUZZ_TARGETS := \
   services/announcer/internal/reconcile:FuzzRouteCommunities \
   services/gateway/internal/auth:FuzzIdentityURI \
   services/gateway/internal/auth:FuzzAuthorization \
-  services/gateway/internal/gateway:FuzzRESTAllocateBody \
-  services/gateway/internal/gateway:FuzzRESTBody \
+  services/gateway/internal/frontdoor:FuzzRESTAllocateBody \
+  services/gateway/internal/frontdoor:FuzzRESTBody \
   services/ipam/internal/addrspace:FuzzParseRange \
   services/ipam/internal/addrspace:FuzzFreeList \
   services/ipam/internal/addrspace:FuzzOverlap \

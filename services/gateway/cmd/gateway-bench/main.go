@@ -40,7 +40,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
 
@@ -64,7 +64,7 @@ func main() {
 	fs.IntVar(&o.noisyConns, "noisy-conns", 4, "connections the noisy tenant spreads its flood over")
 	fs.Float64Var(&o.rateLimit, "rate-limit", 100, "gateway rate limit, calls/s per tenant and role")
 	fs.IntVar(&o.rateBurst, "rate-burst", 100, "gateway rate limit burst")
-	fs.DurationVar(&o.refusalHold, "refusal-hold", gateway.DefaultRefusalHold, "how long the gateway holds a rate-limited call before refusing it (negative: not at all)")
+	fs.DurationVar(&o.refusalHold, "refusal-hold", frontdoor.DefaultRefusalHold, "how long the gateway holds a rate-limited call before refusing it (negative: not at all)")
 	fs.StringVar(&o.out, "out", "", "also write the BENCH lines to this file")
 	_ = fs.Parse(os.Args[1:])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -123,7 +123,7 @@ func bench(ctx context.Context, o options, progress io.Writer) ([]string, error)
 	}
 	defer func() { _ = backend.Close() }()
 	const bootstrap = "bct_gateway-bench-bootstrap"
-	gw, err := gateway.New(ctx, gateway.Config{
+	gw, err := frontdoor.New(ctx, frontdoor.Config{
 		Backend:         backend,
 		TLS:             &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
 		BootstrapSecret: bootstrap,

@@ -25,7 +25,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
 
@@ -77,7 +77,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer func() { _ = backend.Close() }()
 
-	gw, err := gateway.New(ctx, gateway.Config{
+	gw, err := frontdoor.New(ctx, frontdoor.Config{
 		Backend:           backend,
 		TLS:               serverTLS,
 		BootstrapSecret:   secret,
@@ -123,7 +123,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return err
 }
 
-// refusalHold maps --rate-limit-hold to gateway.Config.RefusalHold, where
+// refusalHold maps --rate-limit-hold to frontdoor.Config.RefusalHold, where
 // 0 means the default and negative means none.
 func refusalHold(d time.Duration) time.Duration {
 	if d == 0 {

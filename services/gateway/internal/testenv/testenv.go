@@ -23,7 +23,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
 
@@ -32,7 +32,7 @@ type Options struct {
 	// IPAM are the replicas' addresses.
 	IPAM []string
 	// Config changes the gateway's configuration before it starts.
-	Config func(*gateway.Config)
+	Config func(*frontdoor.Config)
 	// Telemetry instruments the gateway; nil: none.
 	Telemetry *telemetry.Telemetry
 }
@@ -48,7 +48,7 @@ type Env struct {
 	// Backend is the gateway's connection to the IPAM.
 	Backend *grpc.ClientConn
 	// Gateway is the gateway itself.
-	Gateway *gateway.Gateway
+	Gateway *frontdoor.Gateway
 }
 
 // Start runs a gateway in front of o.IPAM on a free loopback port; it
@@ -72,7 +72,7 @@ func Start(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	e := &Env{CA: ca, Bootstrap: "bct_bootstrap-secret-for-tests", Backend: backend}
-	cfg := gateway.Config{
+	cfg := frontdoor.Config{
 		Backend:         backend,
 		TLS:             &tls.Config{Certificates: []tls.Certificate{srv}, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
 		BootstrapSecret: e.Bootstrap,
@@ -83,7 +83,7 @@ func Start(t testing.TB, o Options) *Env {
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
-	gw, err := gateway.New(context.Background(), cfg)
+	gw, err := frontdoor.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

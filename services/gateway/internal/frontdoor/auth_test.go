@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"crypto/tls"
@@ -19,7 +19,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/ipamtest"
 	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
 
@@ -125,7 +125,7 @@ func TestAuthentication(t *testing.T) {
 // stops working at once: the IPAM tells the gateway of the revocation.
 func TestTokenRevocation(t *testing.T) {
 	ipam := ipamtest.Shared(t)
-	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
+	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) {
 		c.TokenTTL, c.TokenNegativeTTL = time.Hour, 100*time.Millisecond
 	}})
 	env.WaitReady(t)
@@ -161,7 +161,7 @@ func TestTokenRevocation(t *testing.T) {
 // there.
 func TestAuthFailuresLimited(t *testing.T) {
 	ipam := ipamtest.Shared(t)
-	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
+	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) {
 		c.AuthFailureRate, c.AuthFailureBurst = 0.01, 3
 	}})
 	known := env.IssueToken(t, "authlimit", ipamv1.Role_ROLE_VIEWER, "")

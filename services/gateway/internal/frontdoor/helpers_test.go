@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"encoding/json"

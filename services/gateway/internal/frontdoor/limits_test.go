@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/ipamtest"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
 
@@ -72,7 +72,7 @@ func TestRequestLimits(t *testing.T) {
 // works.
 func TestRateLimit(t *testing.T) {
 	ipam := ipamtest.Shared(t)
-	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) {
+	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) {
 		c.RateLimit, c.RateBurst = 5, 5
 	}})
 	noisy := ipamv1.NewAllocationServiceClient(env.Conn(t, testenv.Cert("beacon://tenant/noisy")))
@@ -128,7 +128,7 @@ func TestRateLimit(t *testing.T) {
 func TestStreamsAndDeadlines(t *testing.T) {
 	ipam := ipamtest.Shared(t)
 	t.Run("streams per connection", func(t *testing.T) {
-		env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) { c.MaxStreamsPerConn = 2 }})
+		env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) { c.MaxStreamsPerConn = 2 }})
 		alloc := ipamv1.NewAllocationServiceClient(env.Conn(t, testenv.Cert("beacon://tenant/streams")))
 		for i := range 2 {
 			ws, err := alloc.WatchAllocations(t.Context(), &ipamv1.WatchAllocationsRequest{Parent: "tenants/streams"})
@@ -151,7 +151,7 @@ func TestStreamsAndDeadlines(t *testing.T) {
 		}
 	})
 	t.Run("unary deadline cap", func(t *testing.T) {
-		env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) { c.MaxUnaryTimeout = time.Microsecond }})
+		env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) { c.MaxUnaryTimeout = time.Microsecond }})
 		alloc := ipamv1.NewAllocationServiceClient(env.Conn(t, testenv.Cert("beacon://tenant/deadline")))
 		_, err := alloc.ListAllocations(t.Context(), &ipamv1.ListAllocationsRequest{Parent: "tenants/deadline"})
 		wantCode(t, "unary call without a client deadline under a 1µs cap", err, codes.DeadlineExceeded)

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 
 	"github.com/beaconlb/beacon/pkg/devcerts"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/proxy"
 )
 
@@ -110,7 +110,7 @@ func fuzzGateway(t testing.TB) http.Handler {
 			fuzzErr = err
 			return
 		}
-		gw, err := gateway.New(context.Background(), gateway.Config{
+		gw, err := frontdoor.New(context.Background(), frontdoor.Config{
 			Backend: backend, TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 			BootstrapSecret: "bct_fuzz-bootstrap-secret",
 		})

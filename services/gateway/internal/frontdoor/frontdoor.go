@@ -1,10 +1,10 @@
-// Package gateway assembles the gateway: one TLS listener that serves gRPC
+// Package frontdoor is the gateway's one TLS listener: it serves gRPC
 // (HTTP/2 with content-type application/grpc), REST under /v1/, the OpenAPI
 // document at /openapi.json, and the web console at / for every other
 // path. gRPC and REST share one code path (package proxy): REST calls are
 // made by the grpc-gateway mux against an in-process gRPC server running
 // the same proxy handler.
-package gateway
+package frontdoor
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package gateway_test
+package frontdoor_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/pkg/testwait"
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/gateway/internal/gateway"
+	"github.com/beaconlb/beacon/services/gateway/internal/frontdoor"
 	"github.com/beaconlb/beacon/services/gateway/internal/testenv"
 )
 
@@ -216,7 +216,7 @@ func TestOpenAPIAndConsole(t *testing.T) {
 	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("console " + r.URL.Path))
 	})
-	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *gateway.Config) { c.Console = console }})
+	env := testenv.Start(t, testenv.Options{IPAM: []string{ipam.Addr}, Config: func(c *frontdoor.Config) { c.Console = console }})
 	hc := env.HTTP(t, testenv.Cred{})
 	res := do(t, hc, env.Request(t, testenv.Cred{}, "GET", "/openapi.json", ""))
 	var doc struct {
