@@ -1,7 +1,7 @@
 // Package allocator runs the IPAM's write paths: for an allocation, a
 // release, a renewal, an update or an expiry it asks package assign for the
-// decision (on the replica's index, see index.Index.Plan), commits it
-// through the store with its audit and request records, and plans again on
+// decision (on the replica's index, see index.Index.Decide), commits it
+// through the store with its audit and request records, and decides again on
 // conflict (rewrite.go: the one retry loop of the writes to an existing
 // allocation); it frees allocations and holds whose time ran out. It owns
 // no state of its own and makes no allocation decision itself.
@@ -123,7 +123,7 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 	for attempt := 0; attempt < a.opts.MaxAttempts; attempt++ {
 		now := a.opts.Now()
 		spec := *req
-		plan, err := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return assign.Allocate(st, &spec, now) })
+		rsv, err := a.idx.Decide(func(st assign.State) (*assign.Decision, error) { return assign.Allocate(st, &spec, now) })
 		if pending := (*assign.Pending)(nil); errors.As(err, &pending) {
 			// Another allocation this replica is committing decides what
 			// this one gets (it shares its address, or holds the addresses
@@ -140,7 +140,7 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if err != nil && !caughtUp && refusedOnState(err) {
 			// The refusal may come from this replica's view lagging a
 			// change the caller made through another replica (a new pool, a
-			// release): catch up with etcd once, then plan again.
+			// release): catch up with etcd once, then decide again.
 			caughtUp = true
 			if err := a.catchUp(ctx); err != nil {
 				return Result{}, err
@@ -150,20 +150,20 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if err != nil {
 			return Result{}, err
 		}
-		if plan.Reclaims && !caughtUp {
+		if rsv.Reclaims && !caughtUp {
 			// Taking a hold is right only if the pool really has nothing
 			// else, which no condition of the commit checks: a replica
 			// whose view lags a release would break a hold for nothing.
-			// Catch up with etcd once, then plan again.
-			a.idx.Unreserve(plan)
+			// Catch up with etcd once, then decide again.
+			a.idx.Unreserve(rsv)
 			caughtUp = true
 			if err := a.catchUp(ctx); err != nil {
 				return Result{}, err
 			}
 			continue
 		}
-		if plan.Existing != nil {
-			res, fresh, err := a.confirm(ctx, plan.Existing)
+		if rsv.Existing != nil {
+			res, fresh, err := a.confirm(ctx, rsv.Existing)
 			if err != nil {
 				return Result{}, err
 			}
@@ -188,14 +188,14 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 			}
 			return res, nil
 		}
-		if plan.Alloc.UID == "" {
-			plan.Alloc.UID = newID()
+		if rsv.Alloc.UID == "" {
+			rsv.Alloc.UID = newID()
 		}
 		// The audit record of the creation stays in the allocation until
 		// it ends (ipam.Allocation.Created): no log key in this transaction.
-		plan.Alloc.Created = &ipam.Creation{AuditID: auditID(plan.Alloc.CreateTime), Actor: meta.Actor, RequestID: meta.RequestID}
-		a.addRequest(&plan.Change, plan.Alloc.Tenant, meta, replay{Name: nameOf(plan.Alloc), Created: true, Allocation: plan.Alloc})
-		rev, err := a.commit(ctx, plan)
+		rsv.Alloc.Created = &ipam.Creation{AuditID: auditID(rsv.Alloc.CreateTime), Actor: meta.Actor, RequestID: meta.RequestID}
+		a.addRequest(&rsv.Change, rsv.Alloc.Tenant, meta, replay{Name: nameOf(rsv.Alloc), Created: true, Allocation: rsv.Alloc})
+		rev, err := a.commit(ctx, rsv)
 		if errors.Is(err, ipam.ErrConflict) {
 			if res, done, err := a.answeredAllocation(ctx, req.Tenant, meta); done {
 				return res, err
@@ -205,7 +205,7 @@ func (a *Allocator) allocate(ctx context.Context, req *ipam.Allocation, meta Met
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{Allocation: plan.Alloc, Rev: rev, Created: true}, nil
+		return Result{Allocation: rsv.Alloc, Rev: rev, Created: true}, nil
 	}
 	return Result{}, ipam.Refuse(ipam.ErrTooMuchContention, "allocation kept conflicting with concurrent changes; retry")
 }
@@ -280,24 +280,24 @@ func (a *Allocator) confirm(ctx context.Context, al *ipam.Allocation) (Result, b
 	return Result{}, false, nil
 }
 
-// commit commits a plan and applies it to the index; on conflict it applies
+// commit commits a reservation and applies it to the index; on conflict it applies
 // the current state it got back and returns ipam.ErrConflict.
-func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error) {
-	rev, fresh, err := a.store.Commit(ctx, plan.Change)
+func (a *Allocator) commit(ctx context.Context, rsv *index.Reservation) (int64, error) {
+	rev, fresh, err := a.store.Commit(ctx, rsv.Change)
 	if err == nil {
-		a.idx.Committed(plan, rev)
+		a.idx.Committed(rsv, rev)
 		return rev, nil
 	}
 	// The index takes in what the conflict read (and waits for guarded
-	// commits) before the plan's reservations end: ending them wakes the
-	// plans waiting on its sharing key, and they must plan on that view.
+	// commits) before the reservation ends: ending them wakes the
+	// decisions waiting on its sharing key, and they must decide on that view.
 	var werr error
 	if errors.Is(err, ipam.ErrConflict) {
 		a.m.conflicts.Add(ctx, 1)
 		a.idx.Apply(fresh, 0)
 		werr = a.awaitGuards(ctx, fresh)
 	}
-	a.idx.Unreserve(plan)
+	a.idx.Unreserve(rsv)
 	if werr != nil {
 		return 0, werr
 	}
@@ -306,8 +306,8 @@ func (a *Allocator) commit(ctx context.Context, plan *index.Plan) (int64, error)
 
 // awaitGuards waits, after a conflict, until the index has seen every
 // commit that wrote one of the guards among fresh: that commit took an
-// address under a sharing key (the next plan must see its claim to share
-// it) or allocated for a tenant with a quota (the next plan must count it).
+// address under a sharing key (the next decision must see its claim to share
+// it) or allocated for a tenant with a quota (the next decision must count it).
 // The guard alone, read back by the conflict, carries neither. If the
 // index does not catch up within 2 s, planning again could share or count
 // wrongly, so the request fails UNAVAILABLE instead (the caller retries).

@@ -43,20 +43,20 @@ func (a *Allocator) RunExpiry(ctx context.Context) error {
 }
 
 func (a *Allocator) expire(ctx context.Context, ref ipam.Ref, now time.Time) {
-	plan := a.planExpire(ref, now)
-	if plan == nil {
+	rsv := a.decideExpire(ref, now)
+	if rsv == nil {
 		return
 	}
 	action := ipam.ActionExpire
 	if ref.Kind == ipam.KindHold {
 		action = ipam.ActionHoldEnd
 	}
-	a.addLog(&plan.Change, action, plan.Before, Meta{Actor: "system"}, now, replay{})
-	_, err := a.commit(ctx, plan)
+	a.addLog(&rsv.Change, action, rsv.Before, Meta{Actor: "system"}, now, replay{})
+	_, err := a.commit(ctx, rsv)
 	a.m.record(ctx, "expire", err)
 	switch {
 	case err == nil:
-		a.logger.InfoContext(ctx, "expired", "ref", ref.ID, "kind", int(ref.Kind), "addresses", plan.Before.Addrs)
+		a.logger.InfoContext(ctx, "expired", "ref", ref.ID, "kind", int(ref.Kind), "addresses", rsv.Before.Addrs)
 	case errors.Is(err, ipam.ErrConflict):
 		// Renewed, released or expired by another replica; the index now
 		// has the current state, which is due again only if still expiring.
@@ -67,9 +67,9 @@ func (a *Allocator) expire(ctx context.Context, ref ipam.Ref, now time.Time) {
 	}
 }
 
-// planExpire asks assign whether ref is due at now and, if so, for the
+// decideExpire asks assign whether ref is due at now and, if so, for the
 // decision that frees it (nil if not due).
-func (a *Allocator) planExpire(ref ipam.Ref, now time.Time) *index.Plan {
-	p, _ := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return assign.Expire(st, ref, now), nil })
+func (a *Allocator) decideExpire(ref ipam.Ref, now time.Time) *index.Reservation {
+	p, _ := a.idx.Decide(func(st assign.State) (*assign.Decision, error) { return assign.Expire(st, ref, now), nil })
 	return p
 }

@@ -332,12 +332,12 @@ func (a *Allocator) endHold(ctx context.Context, tenant, id string, meta Meta) e
 	if _, err := a.readThrough(ctx, ref); err != nil {
 		return err
 	}
-	plan := a.planExpire(ref, farFuture)
-	if plan == nil {
+	rsv := a.decideExpire(ref, farFuture)
+	if rsv == nil {
 		return nil
 	}
-	a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{})
-	_, err := a.commit(ctx, plan)
+	a.addLog(&rsv.Change, ipam.ActionHoldEnd, rsv.Before, meta, a.opts.Now(), replay{})
+	_, err := a.commit(ctx, rsv)
 	if errors.Is(err, ipam.ErrConflict) {
 		return nil // the caller reads the pool's claims again
 	}
@@ -363,13 +363,13 @@ func (a *Allocator) endHoldOf(ctx context.Context, tenant, id string, meta Meta)
 		if !ok {
 			return nil, false, nil
 		}
-		plan := a.planExpire(ref, farFuture)
-		if plan == nil {
+		rsv := a.decideExpire(ref, farFuture)
+		if rsv == nil {
 			return nil, false, nil
 		}
 		// A retry with the request's ID answers the addresses again.
-		a.addLog(&plan.Change, ipam.ActionHoldEnd, plan.Before, meta, a.opts.Now(), replay{Name: nameOf(plan.Before), Addrs: slices.Clone(h.Allocation.Addrs)})
-		_, err = a.commit(ctx, plan)
+		a.addLog(&rsv.Change, ipam.ActionHoldEnd, rsv.Before, meta, a.opts.Now(), replay{Name: nameOf(rsv.Before), Addrs: slices.Clone(h.Allocation.Addrs)})
+		_, err = a.commit(ctx, rsv)
 		if errors.Is(err, ipam.ErrConflict) {
 			if r, ok, rerr := a.racedRetry(ctx, tenant, meta); ok || rerr != nil {
 				return r.Addrs, ok, rerr

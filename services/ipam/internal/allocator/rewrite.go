@@ -33,12 +33,12 @@ func (a *Allocator) release(ctx context.Context, tenant, id string, etagRev int6
 		decide: func(st assign.State, now time.Time) (*assign.Decision, error) {
 			return assign.Release(st, tenant, id, etagRev, h, now)
 		},
-		record: func(plan *index.Plan, now time.Time) Result {
-			res := Result{Addrs: plan.Before.Addrs}
-			if slices.ContainsFunc(plan.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
+		record: func(rsv *index.Reservation, now time.Time) Result {
+			res := Result{Addrs: rsv.Before.Addrs}
+			if slices.ContainsFunc(rsv.Change.Puts, func(p ipam.Put) bool { return p.Ref.Kind == ipam.KindHold }) {
 				res.HoldExpires = now.Add(h) // some address is kept (shared ones are not)
 			}
-			a.addLog(&plan.Change, ipam.ActionRelease, plan.Before, meta, now, replay{Name: nameOf(plan.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
+			a.addLog(&rsv.Change, ipam.ActionRelease, rsv.Before, meta, now, replay{Name: nameOf(rsv.Before), Addrs: res.Addrs, HoldExpires: res.HoldExpires})
 			return res
 		},
 		gone: func(ctx context.Context) (Result, error) {
@@ -71,9 +71,9 @@ func (a *Allocator) renew(ctx context.Context, tenant, id string, etagRev int64,
 		decide: func(st assign.State, now time.Time) (*assign.Decision, error) {
 			return assign.Renew(st, tenant, id, etagRev, ttl, now)
 		},
-		record: func(plan *index.Plan, now time.Time) Result {
-			a.addLog(&plan.Change, ipam.ActionRenew, plan.Alloc, meta, now, replay{Name: nameOf(plan.Alloc)})
-			return Result{Allocation: plan.Alloc}
+		record: func(rsv *index.Reservation, now time.Time) Result {
+			a.addLog(&rsv.Change, ipam.ActionRenew, rsv.Alloc, meta, now, replay{Name: nameOf(rsv.Alloc)})
+			return Result{Allocation: rsv.Alloc}
 		},
 	})
 }
@@ -105,9 +105,9 @@ func (a *Allocator) update(ctx context.Context, tenant, id string, etagRev int64
 			change(&next)
 			return assign.Update(st, tenant, id, etagRev, &next, now)
 		},
-		record: func(plan *index.Plan, _ time.Time) Result {
-			a.addRequest(&plan.Change, tenant, meta, replay{Name: nameOf(plan.Alloc), Allocation: plan.Alloc})
-			return Result{Allocation: plan.Alloc}
+		record: func(rsv *index.Reservation, _ time.Time) Result {
+			a.addRequest(&rsv.Change, tenant, meta, replay{Name: nameOf(rsv.Alloc), Allocation: rsv.Alloc})
+			return Result{Allocation: rsv.Alloc}
 		},
 	})
 }
@@ -122,13 +122,13 @@ type rewrite struct {
 	decide func(st assign.State, now time.Time) (*assign.Decision, error)
 	// record adds the write's audit and request records to its change and
 	// returns its result (Rev is set on commit).
-	record func(plan *index.Plan, now time.Time) Result
+	record func(rsv *index.Reservation, now time.Time) Result
 	// gone answers when the allocation is in neither the index nor etcd
 	// (nil: not found).
 	gone func(ctx context.Context) (Result, error)
 	// answer, if set, turns the stored result of a request with the same
 	// request_id that committed first into this request's answer, after a
-	// conflict (nil: plan again, unless replayAllocation).
+	// conflict (nil: decide again, unless replayAllocation).
 	answer func(replay) Result
 	// replayAllocation answers such a request with its allocation (see
 	// Allocator.replayAllocation).
@@ -145,7 +145,7 @@ func (a *Allocator) rewrite(ctx context.Context, w rewrite) (Result, error) {
 	readEtag := false
 	for range a.opts.MaxAttempts {
 		now := a.opts.Now()
-		plan, err := a.idx.Plan(func(st assign.State) (*assign.Decision, error) { return w.decide(st, now) })
+		rsv, err := a.idx.Decide(func(st assign.State) (*assign.Decision, error) { return w.decide(st, now) })
 		if errors.Is(err, ipam.ErrEtagMismatch) && !readEtag {
 			// The etag may come from a write this replica's index has not
 			// seen yet: compare with etcd's copy before refusing.
@@ -170,8 +170,8 @@ func (a *Allocator) rewrite(ctx context.Context, w rewrite) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		res := w.record(plan, now)
-		rev, err := a.commit(ctx, plan)
+		res := w.record(rsv, now)
+		rev, err := a.commit(ctx, rsv)
 		if errors.Is(err, ipam.ErrConflict) {
 			switch {
 			case w.replayAllocation:

@@ -100,7 +100,7 @@ func allocShareKey(a *ipam.Allocation) (ShareKey, bool) {
 }
 
 // Decision is a proposed change to the state. The caller reserves its
-// Takes and Share while it commits Change (see index.Index.Plan).
+// Takes and Share while it commits Change (see index.Index.Decide).
 type Decision struct {
 	// Reclaims is set when the decision takes addresses held for a
 	// released owner because its pool had nothing else: a decision on the

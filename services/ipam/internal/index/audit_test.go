@@ -20,11 +20,11 @@ func TestCreationRecordLife(t *testing.T) {
 			a.Created = &ipam.Creation{AuditID: id, Actor: "alice", RequestID: "r-" + id}
 		}
 	}
-	a := plan(t, x, "a", created("0002"), func(a *ipam.Allocation) { a.TTL = time.Hour })
+	a := allocate(t, x, "a", created("0002"), func(a *ipam.Allocation) { a.TTL = time.Hour })
 	commit(t, x, a, 2)
-	b := plan(t, x, "b", created("0001"))
+	b := allocate(t, x, "b", created("0001"))
 	commit(t, x, b, 3)
-	commit(t, x, plan(t, x, "old"), 4) // created before records were kept: nothing listed
+	commit(t, x, allocate(t, x, "old"), 4) // created before records were kept: nothing listed
 
 	ids := func(prefix, after string) []string {
 		recs, more := x.CreationRecords(prefix, after, 10)

@@ -9,11 +9,11 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-// BenchmarkPlanReclaimHeld plans allocations from a full pool of 65,536
-// addresses one of which is held: each plan reclaims the held address. Its
+// BenchmarkDecideReclaimHeld plans allocations from a full pool of 65,536
+// addresses one of which is held: each decision reclaims the held address. Its
 // cost is that of finding the pool's held addresses, paid under the
 // index's lock.
-func BenchmarkPlanReclaimHeld(b *testing.B) {
+func BenchmarkDecideReclaimHeld(b *testing.B) {
 	x := New()
 	p := pool(b, "full", "2001:db8::/112")
 	events := []ipam.Event{poolEvent(p, 1)}
@@ -44,11 +44,11 @@ func BenchmarkPlanReclaimHeld(b *testing.B) {
 	}
 }
 
-// BenchmarkPlanFromPool plans allocations from two candidate pools and
+// BenchmarkDecideFromPool plans allocations from two candidate pools and
 // gives each up: the cost of one decision of assign on the index (the
 // lowest free address of the first pool), and of its reservation, paid
 // under the index's lock.
-func BenchmarkPlanFromPool(b *testing.B) {
+func BenchmarkDecideFromPool(b *testing.B) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(b, "a", "198.51.100.0/24"), 1), poolEvent(pool(b, "web", "203.0.113.0/24", "2001:db8::/64"), 1)}, 1)
 	owners := make([]string, 1024)

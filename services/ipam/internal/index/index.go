@@ -5,7 +5,7 @@
 // newest revision seen, so the order those arrive in does not matter.
 //
 // It holds no allocation rules: package assign decides, reading the index
-// through State under the index's lock (see Index.Plan), and the index
+// through State under the index's lock (see Index.Decide), and the index
 // keeps what a decision being committed takes (its free addresses, its
 // sharing key, its quota count) until it is settled. Finding a free address
 // costs O(log n) in the number of free fragments of one pool, never a scan
@@ -44,13 +44,13 @@ type Index struct {
 	heldIn  map[string]*heldSet
 	sharing map[assign.ShareKey]map[netip.Addr]struct{}
 	// reserved holds the addresses plans being committed have taken, with
-	// their plan: another plan that needs one waits for it (see
+	// their reservation: another decision that needs one waits for it (see
 	// assign.Pending).
-	reserved map[netip.Addr]*Plan
-	// inFlight holds, per sharing key, the plan being committed that
-	// allocates under it; another plan under the key waits for it (see
+	reserved map[netip.Addr]*Reservation
+	// inFlight holds, per sharing key, the reservation being committed that
+	// allocates under it; another decision under the key waits for it (see
 	// assign.Pending).
-	inFlight   map[assign.ShareKey]*Plan
+	inFlight   map[assign.ShareKey]*Reservation
 	tombstones map[ipam.Ref]int64
 	expiry     expiryHeap
 	quotas     map[string]uint64      // tenant -> max addresses (0: none)
@@ -89,8 +89,8 @@ func New() *Index {
 		poolClaims: make(map[string]map[netip.Addr]struct{}),
 		heldIn:     make(map[string]*heldSet),
 		sharing:    make(map[assign.ShareKey]map[netip.Addr]struct{}),
-		reserved:   make(map[netip.Addr]*Plan),
-		inFlight:   make(map[assign.ShareKey]*Plan),
+		reserved:   make(map[netip.Addr]*Reservation),
+		inFlight:   make(map[assign.ShareKey]*Reservation),
 		tombstones: make(map[ipam.Ref]int64),
 		quotas:     make(map[string]uint64),
 		tenantRevs: make(map[string]int64),
@@ -171,7 +171,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 }
 
 // liveRev returns the revision of r if the index holds it, else 0: the
-// precondition a plan that read r needs.
+// precondition a decision that read r needs.
 func (x *Index) liveRev(r ipam.Ref) int64 {
 	if _, dead := x.tombstones[r]; dead {
 		return 0

@@ -36,13 +36,13 @@ func poolEvent(p *ipam.Pool, rev int64) ipam.Event {
 	return ipam.Event{Ref: ipam.Ref{Kind: ipam.KindPool, ID: p.Name}, Value: p, Rev: rev}
 }
 
-// commit applies a plan as if etcd committed it at rev.
-func commit(t *testing.T, x *Index, p *Plan, rev int64) {
+// commit applies a reservation as if etcd committed it at rev.
+func commit(t *testing.T, x *Index, p *Reservation, rev int64) {
 	t.Helper()
 	x.Committed(p, rev)
 }
 
-func plan(t *testing.T, x *Index, owner string, mod ...func(*ipam.Allocation)) *Plan {
+func allocate(t *testing.T, x *Index, owner string, mod ...func(*ipam.Allocation)) *Reservation {
 	t.Helper()
 	a := &ipam.Allocation{Tenant: "c1", Owner: owner}
 	for _, m := range mod {
@@ -67,8 +67,8 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
 
-	p1 := plan(t, x, "one")
-	p2 := plan(t, x, "two") // planned while p1 is in flight: must not collide
+	p1 := allocate(t, x, "one")
+	p2 := allocate(t, x, "two") // planned while p1 is in flight: must not collide
 	if diff := cmp.Diff(addrs("192.0.2.0"), p1.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("first: %s", diff)
 	}
@@ -78,7 +78,7 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 	// p2 fails: its address is free again; p1 commits: its address is taken.
 	x.Unreserve(p2)
 	commit(t, x, p1, 2)
-	p3 := plan(t, x, "three")
+	p3 := allocate(t, x, "three")
 	if diff := cmp.Diff(addrs("192.0.2.1"), p3.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("third: %s", diff)
 	}
@@ -94,7 +94,7 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 		t.Fatalf("conds (-want +got):\n%s", diff)
 	}
 	// The owner of p1 gets its allocation back.
-	again := plan(t, x, "one")
+	again := allocate(t, x, "one")
 	if again.Existing == nil || again.Existing.Addrs[0] != netip.MustParseAddr("192.0.2.0") {
 		t.Fatalf("idempotent plan = %+v", again)
 	}
@@ -103,7 +103,7 @@ func TestPlanLowestFreeAndReservations(t *testing.T) {
 func TestExhaustion(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "tiny", "192.0.2.7"), 1)}, 1)
-	commit(t, x, plan(t, x, "one"), 2)
+	commit(t, x, allocate(t, x, "one"), 2)
 	_, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "two"}, t0)
 	if !errors.Is(err, ipam.ErrPoolExhausted) {
 		t.Fatalf("got %v, want ErrPoolExhausted", err)
@@ -117,14 +117,14 @@ func TestApplyOrderIndependence(t *testing.T) {
 	claim := ipam.Event{Ref: ipam.ClaimRef(addr), Value: &ipam.Claim{Addr: addr, Pool: "web", Tenant: "c1", Holders: []ipam.Holder{{Allocation: "a1"}}}, Rev: 5}
 	x := New()
 	x.Apply([]ipam.Event{claim, poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 5)
-	if got := plan(t, x, "two").Alloc.Addrs; got[0] != netip.MustParseAddr("192.0.2.1") {
+	if got := allocate(t, x, "two").Alloc.Addrs; got[0] != netip.MustParseAddr("192.0.2.1") {
 		t.Fatalf("claim loaded before pool not honoured: got %v", got)
 	}
 	x = New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
 	x.Apply([]ipam.Event{{Ref: ipam.ClaimRef(addr), Rev: 7}}, 0) // deleted at 7
 	x.Apply([]ipam.Event{claim}, 0)                              // stale put at 5
-	if got := plan(t, x, "two").Alloc.Addrs; got[0] != addr {
+	if got := allocate(t, x, "two").Alloc.Addrs; got[0] != addr {
 		t.Fatalf("stale put resurrected a deleted claim: got %v", got)
 	}
 }
@@ -132,7 +132,7 @@ func TestApplyOrderIndependence(t *testing.T) {
 func TestReleaseHoldAndReturn(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
-	p := plan(t, x, "svc")
+	p := allocate(t, x, "svc")
 	commit(t, x, p, 2)
 	id := p.Alloc.ID
 
@@ -142,12 +142,12 @@ func TestReleaseHoldAndReturn(t *testing.T) {
 	}
 	commit(t, x, rel, 3)
 	// Another owner does not get the held address.
-	if got := plan(t, x, "other").Alloc.Addrs; got[0] == p.Alloc.Addrs[0] {
+	if got := allocate(t, x, "other").Alloc.Addrs; got[0] == p.Alloc.Addrs[0] {
 		t.Fatal("held address handed to another owner")
 	}
-	x.Unreserve(plan(t, x, "noop")) // exercise unreserve of an uncommitted plan
+	x.Unreserve(allocate(t, x, "noop")) // exercise unreserve of an uncommitted plan
 	// The owner gets it back, and the hold ends in the same change.
-	back := plan(t, x, "svc")
+	back := allocate(t, x, "svc")
 	if diff := cmp.Diff(p.Alloc.Addrs, back.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("returning owner got other addresses: %s", diff)
 	}
@@ -159,16 +159,16 @@ func TestReleaseHoldAndReturn(t *testing.T) {
 func TestFullPoolReclaimsHeld(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
-	a := plan(t, x, "a")
+	a := allocate(t, x, "a")
 	commit(t, x, a, 2)
-	b := plan(t, x, "b")
+	b := allocate(t, x, "b")
 	commit(t, x, b, 3)
 	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	commit(t, x, rel, 4)
-	c := plan(t, x, "c")
+	c := allocate(t, x, "c")
 	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("full pool did not reclaim the held address: %s", diff)
 	}
@@ -191,7 +191,7 @@ func TestSharingPlan(t *testing.T) {
 	guard := ipam.ShareRef("c1", "k")
 	// guardCond returns the plan's condition on the key's guard and whether
 	// the plan writes the guard.
-	guardCond := func(p *Plan) (ipam.Cond, bool) {
+	guardCond := func(p *Reservation) (ipam.Cond, bool) {
 		var c ipam.Cond
 		for _, cc := range p.Change.Conds {
 			if cc.Ref == guard {
@@ -205,12 +205,12 @@ func TestSharingPlan(t *testing.T) {
 		}
 		return c, false
 	}
-	h := plan(t, x, "http", key(80))
+	h := allocate(t, x, "http", key(80))
 	if c, writes := guardCond(h); !writes || c.Rev != 0 {
 		t.Fatalf("first address under the key: guard written %v with condition %+v, want written, must not exist", writes, c)
 	}
 	commit(t, x, h, 2)
-	d := plan(t, x, "https", key(443))
+	d := allocate(t, x, "https", key(443))
 	if diff := cmp.Diff(h.Alloc.Addrs, d.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("compatible sharer got another address: %s", diff)
 	}
@@ -218,7 +218,7 @@ func TestSharingPlan(t *testing.T) {
 		t.Fatal("a sharer of an existing address wrote the key's guard")
 	}
 	commit(t, x, d, 3)
-	clash := plan(t, x, "http2", key(80))
+	clash := allocate(t, x, "http2", key(80))
 	if clash.Alloc.Addrs[0] == h.Alloc.Addrs[0] {
 		t.Fatal("clashing sharer got the shared address")
 	}
@@ -238,7 +238,7 @@ func TestSharingPlan(t *testing.T) {
 func TestDueExpiry(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/30"), 1)}, 1)
-	p := plan(t, x, "lease", func(a *ipam.Allocation) { a.TTL = time.Minute })
+	p := allocate(t, x, "lease", func(a *ipam.Allocation) { a.TTL = time.Minute })
 	commit(t, x, p, 2)
 	if due, next := x.Due(t0); len(due) != 0 || !next.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("Due(t0) = %v, %v", due, next)
@@ -289,10 +289,10 @@ func TestUsageCounts(t *testing.T) {
 		a.Families, a.FamilyPolicy = []ipam.Family{ipam.IPv4, ipam.IPv6}, ipam.RequireDualStack
 	}
 	for _, owner := range []string{"a", "b", "c"} {
-		commit(t, x, plan(t, x, owner, dual), rev)
+		commit(t, x, allocate(t, x, owner, dual), rev)
 		rev++
 	}
-	inFlight := plan(t, x, "d") // reserved, not committed: not used
+	inFlight := allocate(t, x, "d") // reserved, not committed: not used
 	check("three dual-stack", map[ipam.Family]uint64{ipam.IPv4: 3, ipam.IPv6: 3})
 	x.Unreserve(inFlight)
 
@@ -327,13 +327,13 @@ func TestPending(t *testing.T) {
 			a.SharingKey, a.Ports = "k", []ipam.Port{{Number: port, Protocol: ipam.TCP}}
 		}
 	}
-	first := plan(t, x, "a", keyed(80))
+	first := allocate(t, x, "a", keyed(80))
 	_, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "b", SharingKey: "k", Ports: []ipam.Port{{Number: 443, Protocol: ipam.TCP}}}, t0)
 	var pending *assign.Pending
 	if !errors.As(err, &pending) {
 		t.Fatalf("second plan under the key: %v, want Pending", err)
 	}
-	other := plan(t, x, "c") // no key: not held up
+	other := allocate(t, x, "c") // no key: not held up
 	x.Unreserve(other)
 
 	x.Unreserve(first) // given up
@@ -342,9 +342,9 @@ func TestPending(t *testing.T) {
 	default:
 		t.Fatal("Done not closed when the first plan was given up")
 	}
-	second := plan(t, x, "b", keyed(443))
+	second := allocate(t, x, "b", keyed(443))
 	commit(t, x, second, 2)
-	third := plan(t, x, "d", keyed(8080))
+	third := allocate(t, x, "d", keyed(8080))
 	if diff := cmp.Diff(second.Alloc.Addrs, third.Alloc.Addrs, addrCmp); diff != "" {
 		t.Errorf("after the first under the key committed, the next shares its address (-want +got):\n%s", diff)
 	}
@@ -377,18 +377,18 @@ func TestTenantQuotaCountsPlansInFlight(t *testing.T) {
 		poolEvent(pool(t, "web", "192.0.2.0/29"), 1),
 		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
 	}, 2)
-	first := plan(t, x, "a")
+	first := allocate(t, x, "a")
 	if !slices.ContainsFunc(first.Change.Puts, func(p ipam.Put) bool { return p.Ref == ipam.TenantGuardRef("c1") }) ||
 		!slices.Contains(first.Change.Conds, ipam.Cond{Ref: ipam.TenantGuardRef("c1")}) {
 		t.Fatalf("a plan of a tenant with a quota does not write its guard: %+v", first.Change)
 	}
-	second := plan(t, x, "b")
+	second := allocate(t, x, "b")
 	if _, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "c"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
 		t.Fatalf("third plan with two in flight and a quota of 2: %v, want ErrQuotaExceeded", err)
 	}
 	x.Unreserve(second) // given up
 	commit(t, x, first, 3)
-	third := plan(t, x, "c")
+	third := allocate(t, x, "c")
 	if _, err := planAllocate(x, &ipam.Allocation{Tenant: "c1", Owner: "d"}, t0); !errors.Is(err, ipam.ErrQuotaExceeded) {
 		t.Fatalf("with one committed and one in flight: %v, want ErrQuotaExceeded", err)
 	}
@@ -409,7 +409,7 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 	if x.heldAddrs["c1"] != 1 || x.Used("c1") != 1 {
 		t.Fatalf("after the release: %d held, %d used; want 1 and 1", x.heldAddrs["c1"], x.Used("c1"))
 	}
-	c := plan(t, x, "c")
+	c := allocate(t, x, "c")
 	if !slices.Contains(c.Change.Deletes, ipam.RefOf(ipam.KindHold, "c1", a.Alloc.ID)) ||
 		!slices.Contains(c.Change.Deletes, ipam.ClaimRef(a.Alloc.Addrs[0])) {
 		t.Fatalf("the allocation at the quota does not end a's hold and free its address: deletes %v", c.Change.Deletes)
@@ -425,7 +425,7 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, x, rel, 8)
-	d := plan(t, x, "d")
+	d := allocate(t, x, "d")
 	if len(d.Change.Deletes) != 0 {
 		t.Errorf("under the quota, d's allocation deletes %v", d.Change.Deletes)
 	}
@@ -435,7 +435,7 @@ func TestQuotaEndsHoldsToMakeRoom(t *testing.T) {
 // hold it ends is not counted twice, and no other hold is ended for it.
 func TestQuotaWithReclaimedHold(t *testing.T) {
 	x, a := atQuotaWithHold(t, "192.0.2.0/31")
-	c := plan(t, x, "c")
+	c := allocate(t, x, "c")
 	if diff := cmp.Diff(a.Alloc.Addrs, c.Alloc.Addrs, addrCmp); diff != "" {
 		t.Fatalf("c did not reclaim a's held address (-want +got):\n%s", diff)
 	}
@@ -448,16 +448,16 @@ func TestQuotaWithReclaimedHold(t *testing.T) {
 // atQuotaWithHold returns an index with a pool of ranges and tenant c1 at
 // its quota of 2: owner a released with an hour's hold (returned, to name
 // its address) and b allocated.
-func atQuotaWithHold(t *testing.T, ranges string) (*Index, *Plan) {
+func atQuotaWithHold(t *testing.T, ranges string) (*Index, *Reservation) {
 	t.Helper()
 	x := New()
 	x.Apply([]ipam.Event{
 		poolEvent(pool(t, "web", ranges), 1),
 		{Ref: ipam.Ref{Kind: ipam.KindTenant, ID: "c1"}, Value: &ipam.Tenant{ID: "c1", MaxAddresses: 2}, Rev: 2},
 	}, 2)
-	a := plan(t, x, "a")
+	a := allocate(t, x, "a")
 	commit(t, x, a, 3)
-	commit(t, x, plan(t, x, "b"), 4)
+	commit(t, x, allocate(t, x, "b"), 4)
 	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)

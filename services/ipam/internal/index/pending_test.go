@@ -30,7 +30,7 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 			a.RequestedAddrs = addrs("192.0.2.1")
 		}},
 		{name: "held address not reclaimed", setup: func(t *testing.T, x *Index) {
-			h := plan(t, x, "held", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.2") })
+			h := allocate(t, x, "held", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.2") })
 			commit(t, x, h, 3)
 			rel, err := planRelease(x, "c1", h.Alloc.ID, 0, time.Hour, t0)
 			if err != nil {
@@ -43,9 +43,9 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 			x := New()
 			x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0-192.0.2.2"), 1)}, 1)
 			// .0 (and .2 when held) taken; .1 reserved by a plan in flight.
-			commit(t, x, plan(t, x, "a"), 2)
+			commit(t, x, allocate(t, x, "a"), 2)
 			tc.setup(t, x)
-			first := plan(t, x, "b", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.1") })
+			first := allocate(t, x, "b", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.1") })
 			req := &ipam.Allocation{Tenant: "c1", Owner: "c"}
 			if tc.req != nil {
 				tc.req(req)
@@ -78,5 +78,5 @@ func TestPlanWaitsForReservedAddresses(t *testing.T) {
 
 // taken allocates 192.0.2.2.
 func taken(t *testing.T, x *Index) {
-	commit(t, x, plan(t, x, "z", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.2") }), 3)
+	commit(t, x, allocate(t, x, "z", func(a *ipam.Allocation) { a.RequestedAddrs = addrs("192.0.2.2") }), 3)
 }

@@ -27,7 +27,7 @@ func TestDeletedClaimStaysDeletedAfterPruneAndReplay(t *testing.T) {
 	}{
 		{"out of band, as a conflict read", func(x *Index) { x.Apply([]ipam.Event{claim}, 0) }},
 		{"as a commit applied late", func(x *Index) {
-			x.Committed(&Plan{Decision: &assign.Decision{Change: ipam.Change{Puts: []ipam.Put{{Ref: claim.Ref, Value: claim.Value}}}}}, claim.Rev)
+			x.Committed(&Reservation{Decision: &assign.Decision{Change: ipam.Change{Puts: []ipam.Put{{Ref: claim.Ref, Value: claim.Value}}}}}, claim.Rev)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestDeletedClaimStaysDeletedAfterPruneAndReplay(t *testing.T) {
 			if diff := cmp.Diff([]string{"IPv4 used=0 free=2"}, used); diff != "" {
 				t.Errorf("usage (-want +got):\n%s", diff)
 			}
-			if p := plan(t, x, "one"); !slices.Equal(p.Alloc.Addrs, []netip.Addr{addr}) {
+			if p := allocate(t, x, "one"); !slices.Equal(p.Alloc.Addrs, []netip.Addr{addr}) {
 				t.Errorf("planned %v, want the deleted claim's %s", p.Alloc.Addrs, addr)
 			}
 		})
@@ -58,15 +58,15 @@ func TestDeletedClaimStaysDeletedAfterPruneAndReplay(t *testing.T) {
 func TestHeldSetFollowsClaims(t *testing.T) {
 	x := New()
 	x.Apply([]ipam.Event{poolEvent(pool(t, "web", "192.0.2.0/31"), 1)}, 1)
-	a := plan(t, x, "a")
+	a := allocate(t, x, "a")
 	commit(t, x, a, 2)
-	commit(t, x, plan(t, x, "b"), 3)
+	commit(t, x, allocate(t, x, "b"), 3)
 	rel, err := planRelease(x, "c1", a.Alloc.ID, 0, time.Hour, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	commit(t, x, rel, 4)
-	back := plan(t, x, "a")
+	back := allocate(t, x, "a")
 	if !slices.Equal(back.Alloc.Addrs, a.Alloc.Addrs) {
 		t.Fatalf("owner got %v back, want %v", back.Alloc.Addrs, a.Alloc.Addrs)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // view is the index as assign reads it: lookups with the index's lock
-// held by the caller (see Index.Plan). It decides nothing.
+// held by the caller (see Index.Decide). It decides nothing.
 type view struct{ x *Index }
 
 var _ assign.State = view{}

@@ -9,11 +9,11 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-// Plan is a decision being committed, with what the index keeps for it
+// Reservation is a decision being committed, with what the index keeps for it
 // meanwhile: the free addresses it takes, its sharing key and what it adds
 // to its tenant's count. Commit its Change; then call Committed or, on
 // conflict, Unreserve.
-type Plan struct {
+type Reservation struct {
 	*assign.Decision
 	reserved []assign.Take
 	// done is set on a plan that reserves addresses or allocates under a
@@ -26,12 +26,12 @@ type Plan struct {
 	adds uint64
 }
 
-// Plan asks decide for a decision on the index's state, held still under
+// Decide asks decide for a decision on the index's state, held still under
 // its lock, and reserves what the decision takes until it is committed or
 // given up: concurrent decisions then pick other addresses, count it
 // against the tenant's quota, and wait for it under its sharing key (see
 // assign.Pending).
-func (x *Index) Plan(decide func(assign.State) (*assign.Decision, error)) (*Plan, error) {
+func (x *Index) Decide(decide func(assign.State) (*assign.Decision, error)) (*Reservation, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	d, err := decide(view{x})
@@ -41,7 +41,7 @@ func (x *Index) Plan(decide func(assign.State) (*assign.Decision, error)) (*Plan
 	if d == nil {
 		return nil, nil
 	}
-	p := &Plan{Decision: d}
+	p := &Reservation{Decision: d}
 	for _, t := range d.Takes {
 		x.reserve(t, p)
 	}
@@ -61,7 +61,7 @@ func (x *Index) Plan(decide func(assign.State) (*assign.Decision, error)) (*Plan
 
 // Committed applies a plan's writes at the revision they were committed at
 // and ends its reservations.
-func (x *Index) Committed(p *Plan, rev int64) {
+func (x *Index) Committed(p *Reservation, rev int64) {
 	events := make([]ipam.Event, 0, len(p.Change.Puts)+len(p.Change.Deletes))
 	for _, w := range p.Change.Puts {
 		events = append(events, ipam.Event{Ref: w.Ref, Value: w.Value, Rev: rev})
@@ -76,7 +76,7 @@ func (x *Index) Committed(p *Plan, rev int64) {
 // reserve takes an address out of its pool's free list while a plan that
 // uses it is being committed, so that concurrent plans pick other
 // addresses.
-func (x *Index) reserve(t assign.Take, by *Plan) {
+func (x *Index) reserve(t assign.Take, by *Reservation) {
 	if by.done == nil {
 		by.done = make(chan struct{})
 	}
@@ -90,7 +90,7 @@ func (x *Index) reserve(t assign.Take, by *Plan) {
 // Unreserve ends the reservations of a plan: after its commit was applied
 // (the claims now hold the addresses) or after it failed (they are free again
 // unless someone else claimed them).
-func (x *Index) Unreserve(p *Plan) {
+func (x *Index) Unreserve(p *Reservation) {
 	if p == nil || (len(p.reserved) == 0 && p.done == nil && p.adds == 0) {
 		return
 	}
@@ -99,7 +99,7 @@ func (x *Index) Unreserve(p *Plan) {
 	x.unreserveLocked(p)
 }
 
-func (x *Index) unreserveLocked(p *Plan) {
+func (x *Index) unreserveLocked(p *Reservation) {
 	for _, r := range p.reserved {
 		delete(x.reserved, r.Addr)
 		if _, claimed := x.claims[r.Addr]; claimed {
