@@ -310,3 +310,53 @@ func (p *Prepared) Owners(allocs Allocations, addrs []netip.Addr, recorded func(
 	}
 	return out
 }
+
+// ApplyAll applies each delta to its node's plan in plans, replacing the
+// plan (plans themselves are never modified, see Apply). Nodes whose plans
+// shared one Routes slice, as Plans makes nodes of one class share it, and
+// whose deltas change their routes alike, share the new Routes slice too:
+// a route change every node sees costs O(R) once per class, not per node.
+func ApplyAll(plans map[string]*ipam.NodePlan, deltas map[string]*Delta) {
+	type shared struct {
+		base   *ipam.PlanRoute
+		n      int
+		d      *Delta
+		routes []ipam.PlanRoute
+	}
+	var memo []shared
+	for _, name := range slices.Sorted(maps.Keys(deltas)) {
+		d := deltas[name]
+		old := plans[name]
+		if old == nil {
+			old = &ipam.NodePlan{}
+		}
+		routesOnly := &Delta{UpsertRoutes: d.UpsertRoutes, RemoveRoutes: d.RemoveRoutes}
+		next := Apply(old, &Delta{UpsertPeers: d.UpsertPeers, RemovePeers: d.RemovePeers, UpsertL2: d.UpsertL2, RemoveL2: d.RemoveL2})
+		if len(d.UpsertRoutes)+len(d.RemoveRoutes) > 0 {
+			base := slices.Clip(old.Routes)
+			var found []ipam.PlanRoute
+			ok := false
+			if len(base) > 0 {
+				for _, m := range memo {
+					if m.base == &base[0] && m.n == len(base) && sameRouteChange(m.d, routesOnly) {
+						found, ok = m.routes, true
+						break
+					}
+				}
+			}
+			if !ok {
+				found = slices.Clip(Apply(&ipam.NodePlan{Routes: base}, routesOnly).Routes)
+				if len(base) > 0 {
+					memo = append(memo, shared{&base[0], len(base), routesOnly, found})
+				}
+			}
+			next.Routes = found
+		}
+		plans[name] = next
+	}
+}
+
+// sameRouteChange reports whether two deltas change routes alike.
+func sameRouteChange(a, b *Delta) bool {
+	return slices.EqualFunc(a.UpsertRoutes, b.UpsertRoutes, routeEqual) && slices.Equal(a.RemoveRoutes, b.RemoveRoutes)
+}
