@@ -223,7 +223,7 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 		if u.deltas != nil && d == nil && s.wants(p) {
 			continue // unchanged
 		}
-		gains := false
+		var gains bool
 		if d != nil {
 			gains = gainsL2Delta(prev, d)
 		} else {
