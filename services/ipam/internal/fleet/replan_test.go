@@ -256,7 +256,9 @@ func TestReplanMatchesFullPlans(t *testing.T) {
 		}
 		return a
 	}
-	ref := func(a *ipam.Allocation) ipam.Ref { return ipam.Ref{Kind: ipam.KindAllocation, ID: a.Tenant + "/" + a.ID} }
+	ref := func(a *ipam.Allocation) ipam.Ref {
+		return ipam.Ref{Kind: ipam.KindAllocation, ID: a.Tenant + "/" + a.ID}
+	}
 
 	check := func(step string) {
 		t.Helper()

@@ -193,8 +193,11 @@ func loadPlanState(ctx context.Context, client *store.Client, logger *slog.Logge
 	st := store.New(client, logger, store.Options{})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- st.Run(runCtx) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = st.Run(runCtx) // ends with the context
+	}()
 	defer func() { stop(); <-done }()
 
 	scale, err := poolOf("scale", []string{"198.18.0.0/15", "2001:db8::/32"}, nil)
