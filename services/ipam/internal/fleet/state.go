@@ -1,6 +1,7 @@
 // Package fleet is the IPAM's side of announcement: it keeps the
 // announcement config, the live nodes and the L2 owners in memory (fed by the
-// follower), computes each node's plan with the planner, streams plan
+// follower), computes each node's plan with the planner (incrementally for
+// changes of allocations and L2 owners, see Hub.plan), streams plan
 // changes to the subscribed announcers, and — on the one replica elected for
 // it — records which node answers for each L2 address. It imports no
 // storage and no transport: the store and the gRPC layer reach it through
@@ -195,6 +196,9 @@ func (s *State) apply(ev ipam.Event) bool {
 	case ipam.KindPool:
 		put(s.pools, id, v)
 		s.all = true
+		for _, t := range s.tenants {
+			t.batch.full = true // before Take: a tenant planned meanwhile sees the pool
+		}
 		return true
 	case ipam.KindAllocation:
 		s.applyAllocation(name, id, v)
