@@ -83,7 +83,7 @@ func planChange(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 			return nil, fmt.Errorf("%s: %w", sz, err)
 		}
 		rows = append(rows, row)
-		fmt.Fprintf(cfg.Log, "   change %.2f ms CPU (full %.1f ms), feed p99 %.1f ms\n", ms(row.cpu), ms(row.full), ms(row.feedP99))
+		fmt.Fprintf(cfg.Log, "   feed: p50 %.1f ms, p99 %.1f ms, %.1f ms CPU per change\n", ms(row.feedP50), ms(row.feedP99), ms(row.feedCPU))
 	}
 	etcd := "embedded (its CPU counted)"
 	if cfg.Etcd != "" {
@@ -140,6 +140,8 @@ func planAt(ctx context.Context, cfg Config, sz planSize) (row planRow, err erro
 	if err := measurePlanning(ctx, client, logger, sz, &row); err != nil {
 		return row, fmt.Errorf("planning: %w", err)
 	}
+	fmt.Fprintf(cfg.Log, "   planning: %.2f ms CPU per change (%d changes), %.1f ms in full; %d routes per node, %d L2 owners\n",
+		ms(row.cpu), row.changes, ms(row.full), row.routes, row.l2Owners)
 	runtime.GC()
 	if err := measureFeed(ctx, client, logger, sz, cfg.Quick, &row); err != nil {
 		return row, fmt.Errorf("feed: %w", err)

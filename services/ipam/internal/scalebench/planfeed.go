@@ -29,14 +29,16 @@ type feedSubscriber struct {
 	synced  chan struct{}
 }
 
-func (s *feedSubscriber) run(ctx context.Context, conn *grpc.ClientConn, tenant, node string) error {
+// run subscribes as node, with the labels and interfaces it is registered
+// with (a node that comes back as it was changes no plan but its own).
+func (s *feedSubscriber) run(ctx context.Context, conn *grpc.ClientConn, tenant, node string, labels map[string]string) error {
 	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
 	if err != nil {
 		return err
 	}
 	if err := stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
-		Parent: "tenants/" + tenant, Node: node,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"198.51.100.250/24"}}},
+		Parent: "tenants/" + tenant, Node: node, Labels: labels,
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true}},
 	}}}); err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger,
 	for i := range list {
 		s := &feedSubscriber{seen: map[string]time.Time{}, arrived: make(chan struct{}, 1), synced: make(chan struct{})}
 		list[i] = s
-		subs.Go(func() { _ = s.run(subCtx, conns[i%len(conns)], planTenant, nodeName(i)) })
+		subs.Go(func() { _ = s.run(subCtx, conns[i%len(conns)], planTenant, nodeName(i), planNode(planTenant, i).Labels) })
 	}
 	deadline := time.After(5 * time.Minute)
 	for _, s := range list {
