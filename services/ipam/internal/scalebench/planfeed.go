@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,13 +21,31 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
+// livePrefix begins the addresses of the live pool, which the feed's
+// allocations come from.
+const livePrefix = "198.51.100."
+
 // feedSubscriber plays one announcer over a real gRPC stream: it notes
 // when each prefix first reaches it.
 type feedSubscriber struct {
-	mu      sync.Mutex
-	seen    map[string]time.Time
-	arrived chan struct{}
-	synced  chan struct{}
+	mu       sync.Mutex
+	seen     map[string]time.Time
+	arrived  chan struct{}
+	synced   chan struct{}
+	syncOnce sync.Once
+}
+
+// keep runs the subscription until ctx is done, subscribing again, as an
+// announcer does, when the stream ends (a node lease lost while this
+// machine was too busy to keep it alive).
+func (s *feedSubscriber) keep(ctx context.Context, conn *grpc.ClientConn, tenant, node string, labels map[string]string) {
+	for ctx.Err() == nil {
+		_ = s.run(ctx, conn, tenant, node, labels) // subscribed again below
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // run subscribes as node, with the labels and interfaces it is registered
@@ -63,11 +82,18 @@ func (s *feedSubscriber) run(ctx context.Context, conn *grpc.ClientConn, tenant,
 		now := time.Now()
 		if first {
 			first = false
-			close(s.synced)
+			s.syncOnce.Do(func() { close(s.synced) })
 		}
 		s.mu.Lock()
 		for _, r := range resp.GetChange().GetUpsertRoutes() {
 			if _, ok := s.seen[r.GetPrefix()]; !ok {
+				s.seen[r.GetPrefix()] = now
+			}
+		}
+		// After subscribing again, the measured routes may come in the
+		// snapshot.
+		for _, r := range resp.GetSnapshot().GetRoutes() {
+			if _, ok := s.seen[r.GetPrefix()]; !ok && strings.HasPrefix(r.GetPrefix(), livePrefix) {
 				s.seen[r.GetPrefix()] = now
 			}
 		}
@@ -90,7 +116,7 @@ func (s *feedSubscriber) at(prefix string) (time.Time, bool) {
 // subscribes t00's nodes, and times allocations from their commit to every
 // subscriber (see the part's comment).
 func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger, sz planSize, quick bool, row *planRow) error {
-	rep := replica.New(client, logger, replica.Options{Heartbeat: 2 * time.Second})
+	rep := replica.New(client, logger, replica.Options{Heartbeat: 5 * time.Second})
 	if err := rep.Load(ctx); err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	}
@@ -126,7 +152,7 @@ func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger,
 	for i := range list {
 		s := &feedSubscriber{seen: map[string]time.Time{}, arrived: make(chan struct{}, 1), synced: make(chan struct{})}
 		list[i] = s
-		subs.Go(func() { _ = s.run(subCtx, conns[i%len(conns)], planTenant, nodeName(i), planNode(planTenant, i).Labels) })
+		subs.Go(func() { s.keep(subCtx, conns[i%len(conns)], planTenant, nodeName(i), planNode(planTenant, i).Labels) })
 	}
 	deadline := time.After(5 * time.Minute)
 	for _, s := range list {
