@@ -40,20 +40,23 @@ const fullBatch = 64
 
 // replan takes a tenant's batch of changes and plans them: from p, the
 // tenant's last plans, when only allocations and L2 owners changed, else in
-// full. lead: also decide the L2 owners to record. The state's lock is held
-// throughout, so the batch and the state it is planned from agree. Cost:
-// for a batch, planner.Replan's; in full, the tenant's size.
+// full. lead: also decide the L2 owners to record. The batch is taken with
+// the state it is planned from, under the state's lock: a batch is planned
+// under it (milliseconds), a full plan from a copy of the tenant's input
+// without it. Cost: for a batch, planner.Replan's; in full, the tenant's
+// size.
 func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.tenant(tenant)
 	b := t.batch
 	t.batch = batch{}
 	if p == nil || b.full || len(b.allocs)+len(b.owners) > fullBatch+len(t.allocs)/4 {
 		in, revs := s.input(tenant)
+		s.mu.Unlock()
 		p = &planned{prep: planner.Prepare(in), plans: planner.Plans(in, in.L2Owners)}
 		return p, update{plans: p.plans, in: in, revs: revs}
 	}
+	defer s.mu.Unlock()
 	ch := planner.Change{Owners: b.owners}
 	touched := make([]netip.Addr, 0, len(b.owners))
 	for addr := range b.owners {
