@@ -82,7 +82,7 @@ func TestReplanProperty(t *testing.T) {
 			}
 			now := withAllocs(in, slices.Collect(maps.Values(cur)))
 			owner := func(a netip.Addr) string { return recorded[a] }
-			plans = applyAll(plans, p.Replan(plans, allocsOf(cur), ch, owner))
+			ApplyAll(plans, p.Replan(plans, allocsOf(cur), ch, owner))
 			if diff := cmp.Diff(Plans(now, recorded), plans, planOpts()); diff != "" {
 				t.Fatalf("%s: plans after the allocations (-Plans +Replan):\n%s", label, diff)
 			}
@@ -109,7 +109,7 @@ func TestReplanProperty(t *testing.T) {
 				t.Fatalf("%s: owners (-L2Owners +Owners):\n%s", label, diff)
 			}
 			recorded = updated
-			plans = applyAll(plans, p.Replan(plans, allocsOf(cur), moved, owner))
+			ApplyAll(plans, p.Replan(plans, allocsOf(cur), moved, owner))
 			if diff := cmp.Diff(Plans(now, recorded), plans, planOpts()); diff != "" {
 				t.Fatalf("%s: plans after the owners (-Plans +Replan):\n%s", label, diff)
 			}
