@@ -74,6 +74,9 @@ type planRow struct {
 
 const planTenant = "t00"
 
+// loadTimeout bounds the etcd calls that read the whole state.
+const loadTimeout = 2 * time.Minute
+
 func planChange(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 	var rows []planRow
 	for _, sz := range planSizes(cfg.Quick) {

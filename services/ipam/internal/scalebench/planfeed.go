@@ -116,7 +116,7 @@ func (s *feedSubscriber) at(prefix string) (time.Time, bool) {
 // subscribes t00's nodes, and times allocations from their commit to every
 // subscriber (see the part's comment).
 func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger, sz planSize, quick bool, row *planRow) error {
-	rep := replica.New(client, logger, replica.Options{Heartbeat: 5 * time.Second})
+	rep := replica.New(client, logger, replica.Options{Heartbeat: 5 * time.Second, EtcdCallTimeout: loadTimeout})
 	if err := rep.Load(ctx); err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	}

@@ -113,7 +113,9 @@ func changeAlloc(c int) *ipam.Allocation {
 // measurePlanning runs a fleet over the state and measures the CPU of
 // allocation changes in t00 (see the part's comment).
 func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Logger, sz planSize, row *planRow) (err error) {
-	st := store.New(client, logger, store.Options{})
+	// Reading a million objects at once takes longer than an etcd call
+	// may by default, on a busy machine.
+	st := store.New(client, logger, store.Options{CallTimeout: loadTimeout})
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
