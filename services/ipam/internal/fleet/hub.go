@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,16 @@ type Hub struct {
 	mu       sync.Mutex
 	sessions map[string]map[*Session]struct{} // by tenant
 	leader   atomic.Bool
+
+	// planned are the tenants' last plans, used by plan (Run's goroutine)
+	// only.
+	planned map[string]*planned
 }
 
 // NewHub returns a Hub over a state.
 func NewHub(state *State, store Committer, logger *slog.Logger) *Hub {
-	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{}}
+	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{},
+		planned: map[string]*planned{}}
 }
 
 // Session is one subscribed node's view of its plan: what it was last sent
@@ -44,8 +50,22 @@ type Session struct {
 	sent   *ipam.NodePlan
 	want   *ipam.NodePlan
 	synced bool // a snapshot was sent
-	ready  chan struct{}
+	// queue, when not empty, are the changes that lead from sent to want,
+	// as they were planned: handed out as they are, rather than diffing
+	// the two plans, which costs the size of the plan.
+	queue []step
+	ready chan struct{}
 }
+
+// step is one planned change of a session's plan, and the plan it makes.
+type step struct {
+	delta *planner.Delta
+	plan  *ipam.NodePlan
+}
+
+// maxQueue bounds a session's queue: a slower announcer gets the
+// difference between what it was sent and its plan instead.
+const maxQueue = 64
 
 // Attach registers a subscribed node; its first plan is computed at once.
 func (h *Hub) Attach(tenant, node string) *Session {
@@ -70,8 +90,15 @@ func (h *Hub) Detach(s *Session) {
 	h.mu.Unlock()
 }
 
-func (s *Session) setWant(p *ipam.NodePlan) {
+// setWant makes p the session's plan. d, when not nil, is the change from
+// prev to p: queued when prev is the session's plan.
+func (s *Session) setWant(p *ipam.NodePlan, d *planner.Delta, prev *ipam.NodePlan) {
 	s.mu.Lock()
+	if d != nil && s.synced && s.want == prev && (len(s.queue) > 0 || s.sent == prev) && len(s.queue) < maxQueue {
+		s.queue = append(s.queue, step{d, p})
+	} else {
+		s.queue = nil
+	}
 	s.want = p
 	s.mu.Unlock()
 	select {
@@ -87,10 +114,20 @@ func (s *Session) Next(ctx context.Context) (snapshot *ipam.NodePlan, change *pl
 	for {
 		s.mu.Lock()
 		if s.want != nil && !s.synced {
-			s.sent, s.synced = s.want, true
+			s.sent, s.synced, s.queue = s.want, true, nil
 			p := s.want
 			s.mu.Unlock()
 			return p, nil, true
+		}
+		if s.synced && s.want != s.sent && len(s.queue) > 0 {
+			st := s.queue[0]
+			s.queue = s.queue[1:]
+			s.sent = st.plan
+			s.mu.Unlock()
+			if !st.delta.Empty() {
+				return nil, st.delta, true
+			}
+			continue
 		}
 		if s.synced && s.want != s.sent {
 			d := planner.Diff(s.sent, s.want)
@@ -131,17 +168,19 @@ func (h *Hub) Run(ctx context.Context) error {
 		for _, t := range h.state.Take() {
 			if err := h.plan(ctx, t); err != nil {
 				h.logger.WarnContext(ctx, "recording L2 owners failed; retrying", "tenant", t, "error", err)
-				h.state.markDirty(t)
+				h.state.markFull(t)
 				retry.Reset(100 * time.Millisecond)
 			}
 		}
 	}
 }
 
-// plan recomputes one tenant: on the elected replica it first records new
-// L2 owners (the plans follow when those records come back through the
-// watch); every replica hands its sessions their plans, computed from the
-// recorded owners so that all replicas agree.
+// plan plans one tenant: from its batch of allocation and L2 owner
+// changes when only those changed (planner.Replan), else in full. On the
+// elected replica it first records new L2 owners (the plans follow when
+// those records come back through the watch); every replica hands its
+// sessions their plans, computed from the recorded owners so that all
+// replicas agree.
 func (h *Hub) plan(ctx context.Context, tenant string) error {
 	h.mu.Lock()
 	sessions := make([]*Session, 0, len(h.sessions[tenant]))
@@ -151,17 +190,23 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 	h.mu.Unlock()
 	lead := h.leader.Load() && h.state.needsOwners(tenant)
 	if len(sessions) == 0 && !lead {
-		return nil // nobody to tell and nothing to record: skip the work
+		// Nobody to tell and nothing to record: skip the work.
+		delete(h.planned, tenant)
+		h.state.dropBatch(tenant)
+		return nil
 	}
-	in, revs := h.state.Input(tenant)
+	p, u := h.state.replan(tenant, h.planned[tenant], lead)
+	h.planned[tenant] = p
 	var err error
-	if lead {
-		err = h.recordOwners(ctx, tenant, in, revs)
+	switch {
+	case lead && u.in != nil:
+		err = h.recordOwners(ctx, tenant, u.in, u.revs)
+	case lead:
+		err = h.commitOwners(ctx, u.owners)
 	}
 	if len(sessions) == 0 {
 		return err
 	}
-	plans := planner.Plans(in, in.L2Owners)
 	// Make before break: nodes that take over addresses hear of it before
 	// the nodes that give them up.
 	type next struct {
@@ -170,20 +215,37 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 	}
 	var later []next
 	for _, s := range sessions {
-		p, ok := planFor(plans, s)
+		p, ok := planFor(u.plans, s)
 		if !ok {
 			continue
 		}
-		if gainsL2(s.Plan(), p) {
-			s.setWant(p)
+		d, prev := u.deltas[s.Node], u.prev[s.Node]
+		if u.deltas != nil && d == nil && s.wants(p) {
+			continue // unchanged
+		}
+		var gains bool
+		if d != nil {
+			gains = gainsL2Delta(prev, d)
+		} else {
+			gains = gainsL2(s.Plan(), p)
+		}
+		if gains {
+			s.setWant(p, d, prev)
 		} else {
 			later = append(later, next{s, p})
 		}
 	}
 	for _, n := range later {
-		n.s.setWant(n.p)
+		n.s.setWant(n.p, u.deltas[n.s.Node], u.prev[n.s.Node])
 	}
 	return err
+}
+
+// wants reports whether p is the session's plan.
+func (s *Session) wants(p *ipam.NodePlan) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want == p
 }
 
 // planFor returns the plan to hand a session, or false when it must wait.
@@ -248,6 +310,29 @@ func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input
 	return nil
 }
 
+// commitOwners commits L2 owner records, 100 at a time.
+func (h *Hub) commitOwners(ctx context.Context, ch ipam.Change) error {
+	for len(ch.Conds) > 0 {
+		n := min(len(ch.Conds), 100)
+		part := ipam.Change{Conds: ch.Conds[:n]}
+		for _, p := range ch.Puts {
+			if containsRef(part.Conds, p.Ref) {
+				part.Puts = append(part.Puts, p)
+			}
+		}
+		for _, r := range ch.Deletes {
+			if containsRef(part.Conds, r) {
+				part.Deletes = append(part.Deletes, r)
+			}
+		}
+		if _, _, err := h.store.Commit(ctx, part); err != nil {
+			return err
+		}
+		ch.Conds = ch.Conds[n:]
+	}
+	return nil
+}
+
 func containsRef(cs []ipam.Cond, r ipam.Ref) bool {
 	for _, c := range cs {
 		if c.Ref == r {
@@ -266,6 +351,20 @@ func (h *Hub) LeadOwners(ctx context.Context) error {
 	h.state.markAll()
 	<-ctx.Done()
 	return nil
+}
+
+// gainsL2Delta reports whether d makes plan old answer for an address it
+// does not.
+func gainsL2Delta(old *ipam.NodePlan, d *planner.Delta) bool {
+	for _, l := range d.UpsertL2 {
+		if old == nil {
+			return true
+		}
+		if _, found := slices.BinarySearchFunc(old.L2, l.Addr, func(o ipam.PlanL2, a netip.Addr) int { return o.Addr.Compare(a) }); !found {
+			return true
+		}
+	}
+	return false
 }
 
 // gainsL2 reports whether plan next answers for an address old does not.

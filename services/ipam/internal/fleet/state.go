@@ -1,6 +1,7 @@
 // Package fleet is the IPAM's side of announcement: it keeps the
 // announcement config, the live nodes and the L2 owners in memory (fed by the
-// follower), computes each node's plan with the planner, streams plan
+// follower), computes each node's plan with the planner (incrementally for
+// changes of allocations and L2 owners, see Hub.plan), streams plan
 // changes to the subscribed announcers, and — on the one replica elected for
 // it — records which node answers for each L2 address. It imports no
 // storage and no transport: the store and the gRPC layer reach it through
@@ -8,6 +9,7 @@
 package fleet
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,22 +20,13 @@ import (
 )
 
 // State is the announcement-relevant part of the IPAM's state, by tenant.
-// It is a follower sink.
+// It is a follower sink. Besides the state, it keeps what changed in each
+// tenant since the tenant's plans were last computed (a batch), so that a
+// change of allocations or L2 owners is planned from the changes alone.
 type State struct {
-	mu     sync.Mutex
-	pools  map[string]*ipam.Pool
-	allocs map[string]*ipam.Allocation // "tenant/id"
-	l2     map[string]*ipam.L2Advertisement
-	bgp    map[string]*ipam.BGPAdvertisement
-	peers  map[string]*ipam.BGPPeer
-	bfd    map[string]*ipam.BFDProfile
-	comms  map[string]*ipam.Community
-	nodes  map[string]*ipam.Node // "tenant/node": live registrations
-	drains map[string]*ipam.Drain
-	// cnodes are what the tenants' clusters say about their nodes, by
-	// "tenant/node", merged into the live registrations in Input.
-	cnodes map[string]*ipam.ClusterNode
-	owners map[string]ownerEntry // "tenant/addr"
+	mu      sync.Mutex
+	pools   map[string]*ipam.Pool
+	tenants map[string]*tenantState
 	// answered are the L2 addresses some node of the tenant has reported
 	// answering for, by "tenant/addr", kept after the node is gone (until
 	// an allocation holding the address is deleted): a node given one
@@ -42,6 +35,56 @@ type State struct {
 	dirty    map[string]bool // tenants changed since Take
 	all      bool            // every tenant changed (pools changed)
 	notify   chan struct{}
+}
+
+// tenantState is one tenant's part of the state, by full ID
+// ("tenant/id"), and its batch.
+type tenantState struct {
+	allocs map[string]*ipam.Allocation
+	// byAddr indexes allocs by address.
+	byAddr map[netip.Addr][]*ipam.Allocation
+	l2     map[string]*ipam.L2Advertisement
+	bgp    map[string]*ipam.BGPAdvertisement
+	peers  map[string]*ipam.BGPPeer
+	bfd    map[string]*ipam.BFDProfile
+	comms  map[string]*ipam.Community
+	nodes  map[string]*ipam.Node // live registrations
+	drains map[string]*ipam.Drain
+	// cnodes are what the tenant's cluster says about its nodes, merged
+	// into the live registrations in Input.
+	cnodes map[string]*ipam.ClusterNode
+	owners map[netip.Addr]ownerEntry
+	batch  batch
+}
+
+// batch is what changed in a tenant since its plans were last computed.
+type batch struct {
+	// full: something other than allocations and L2 owners changed (nodes,
+	// configuration, pools), or a reload: plan everything.
+	full bool
+	// allocs are the changed allocations' versions when the plans were
+	// computed (nil: none), by full ID.
+	allocs map[string]*ipam.Allocation
+	// owners are the changed L2 owners' nodes when the plans were computed
+	// ("": none).
+	owners map[netip.Addr]string
+}
+
+func newTenantState() *tenantState {
+	return &tenantState{
+		allocs: map[string]*ipam.Allocation{},
+		byAddr: map[netip.Addr][]*ipam.Allocation{},
+		l2:     map[string]*ipam.L2Advertisement{},
+		bgp:    map[string]*ipam.BGPAdvertisement{},
+		peers:  map[string]*ipam.BGPPeer{},
+		bfd:    map[string]*ipam.BFDProfile{},
+		comms:  map[string]*ipam.Community{},
+		nodes:  map[string]*ipam.Node{},
+		drains: map[string]*ipam.Drain{},
+		cnodes: map[string]*ipam.ClusterNode{},
+		owners: map[netip.Addr]ownerEntry{},
+		batch:  batch{full: true},
+	}
 }
 
 type ownerEntry struct {
@@ -58,17 +101,18 @@ func NewState() *State {
 
 func (s *State) reset() {
 	s.pools = map[string]*ipam.Pool{}
-	s.allocs = map[string]*ipam.Allocation{}
-	s.l2 = map[string]*ipam.L2Advertisement{}
-	s.bgp = map[string]*ipam.BGPAdvertisement{}
-	s.peers = map[string]*ipam.BGPPeer{}
-	s.bfd = map[string]*ipam.BFDProfile{}
-	s.comms = map[string]*ipam.Community{}
-	s.nodes = map[string]*ipam.Node{}
-	s.drains = map[string]*ipam.Drain{}
-	s.cnodes = map[string]*ipam.ClusterNode{}
-	s.owners = map[string]ownerEntry{}
+	s.tenants = map[string]*tenantState{}
 	s.dirty = map[string]bool{}
+}
+
+// tenant returns a tenant's state, creating it.
+func (s *State) tenant(name string) *tenantState {
+	t := s.tenants[name]
+	if t == nil {
+		t = newTenantState()
+		s.tenants[name] = t
+	}
+	return t
 }
 
 // Changed is signalled when some tenant's inputs changed.
@@ -108,9 +152,9 @@ func (s *State) Apply(events []ipam.Event, _ int64) {
 // a reload in which their deletions may have been missed.
 func (s *State) pruneAnswered() {
 	held := map[string]bool{}
-	for id, a := range s.allocs {
-		for _, addr := range a.Addrs {
-			held[tenantOf(id)+"/"+addr.String()] = true
+	for name, t := range s.tenants {
+		for addr := range t.byAddr {
+			held[name+"/"+addr.String()] = true
 		}
 	}
 	for k := range s.answered {
@@ -147,52 +191,129 @@ func (s *State) apply(ev ipam.Event) bool {
 	if ev.Deleted {
 		v = nil
 	}
+	name := tenantOf(id)
 	switch ev.Ref.Kind {
 	case ipam.KindPool:
 		put(s.pools, id, v)
 		s.all = true
+		for _, t := range s.tenants {
+			t.batch.full = true // before Take: a tenant planned meanwhile sees the pool
+		}
 		return true
 	case ipam.KindAllocation:
-		if old := s.allocs[id]; old != nil && v == nil {
-			for _, a := range old.Addrs {
-				delete(s.answered, tenantOf(id)+"/"+a.String())
-			}
-		}
-		put(s.allocs, id, v)
+		s.applyAllocation(name, id, v)
 	case ipam.KindL2Advertisement:
-		put(s.l2, id, v)
+		put(s.tenant(name).l2, id, v)
 	case ipam.KindBGPAdvertisement:
-		put(s.bgp, id, v)
+		put(s.tenant(name).bgp, id, v)
 	case ipam.KindBGPPeer:
-		put(s.peers, id, v)
+		put(s.tenant(name).peers, id, v)
 	case ipam.KindBFDProfile:
-		put(s.bfd, id, v)
+		put(s.tenant(name).bfd, id, v)
 	case ipam.KindCommunity:
-		put(s.comms, id, v)
+		put(s.tenant(name).comms, id, v)
 	case ipam.KindNode:
-		if n, ok := v.(*ipam.Node); ok {
-			for _, a := range n.Announced {
-				if !a.BGP {
-					s.answered[tenantOf(id)+"/"+a.Addr] = true
-				}
-			}
+		if !s.applyNode(name, id, v) {
+			return false
 		}
-		put(s.nodes, id, v)
 	case ipam.KindDrain:
-		put(s.drains, id, v)
+		put(s.tenant(name).drains, id, v)
 	case ipam.KindClusterNode:
-		put(s.cnodes, id, v)
+		put(s.tenant(name).cnodes, id, v)
 	case ipam.KindL2Owner:
-		if o, ok := v.(*ipam.L2Owner); ok {
-			s.owners[id] = ownerEntry{node: o.Node, rev: ev.Rev}
-		} else {
-			delete(s.owners, id)
-		}
+		s.applyOwner(name, id, v, ev.Rev)
 	default:
 		return false
 	}
-	s.dirty[tenantOf(id)] = true
+	if k := ev.Ref.Kind; k != ipam.KindAllocation && k != ipam.KindL2Owner {
+		s.tenant(name).batch.full = true
+	}
+	s.dirty[name] = true
 	return true
+}
+
+// applyAllocation stores an allocation (nil: deleted), indexes its
+// addresses and adds it to the tenant's batch.
+func (s *State) applyAllocation(name, id string, v any) {
+	t := s.tenant(name)
+	old := t.allocs[id]
+	if old != nil && v == nil {
+		for _, a := range old.Addrs {
+			delete(s.answered, name+"/"+a.String())
+		}
+	}
+	if t.batch.allocs == nil {
+		t.batch.allocs = map[string]*ipam.Allocation{}
+	}
+	if _, ok := t.batch.allocs[id]; !ok {
+		t.batch.allocs[id] = old
+	}
+	if old != nil {
+		for _, addr := range old.Addrs {
+			hs := slices.DeleteFunc(t.byAddr[addr], func(a *ipam.Allocation) bool { return a == old })
+			if len(hs) == 0 {
+				delete(t.byAddr, addr)
+			} else {
+				t.byAddr[addr] = hs
+			}
+		}
+	}
+	put(t.allocs, id, v)
+	if a := t.allocs[id]; a != nil {
+		addrs := slices.SortedFunc(slices.Values(a.Addrs), netip.Addr.Compare)
+		for _, addr := range slices.Compact(addrs) {
+			t.byAddr[addr] = append(t.byAddr[addr], a)
+		}
+	}
+}
+
+// applyNode stores a node's registration (nil: gone) and reports whether
+// anything planning reads changed: its presence, labels or interfaces,
+// not what it reports announcing (which only feeds Known).
+func (s *State) applyNode(name, id string, v any) bool {
+	n, _ := v.(*ipam.Node)
+	if n != nil {
+		for _, a := range n.Announced {
+			if !a.BGP {
+				s.answered[name+"/"+a.Addr] = true
+			}
+		}
+	}
+	t := s.tenant(name)
+	old := t.nodes[id]
+	put(t.nodes, id, v)
+	switch {
+	case old == nil && n == nil:
+		return false
+	case old == nil || n == nil:
+		return true
+	}
+	return !maps.Equal(old.Labels, n.Labels) || !slices.EqualFunc(old.Interfaces, n.Interfaces, sameInterface)
+}
+
+func sameInterface(a, b ipam.Interface) bool {
+	return a.Name == b.Name && a.MAC == b.MAC && a.Up == b.Up && slices.Equal(a.Addrs, b.Addrs)
+}
+
+// applyOwner stores an L2 owner record (nil: deleted) and adds it to the
+// tenant's batch.
+func (s *State) applyOwner(name, id string, v any, rev int64) {
+	addr, err := netip.ParseAddr(strings.TrimPrefix(id, name+"/"))
+	if err != nil {
+		return
+	}
+	t := s.tenant(name)
+	if t.batch.owners == nil {
+		t.batch.owners = map[netip.Addr]string{}
+	}
+	if _, ok := t.batch.owners[addr]; !ok {
+		t.batch.owners[addr] = t.owners[addr].node
+	}
+	if o, ok := v.(*ipam.L2Owner); ok {
+		t.owners[addr] = ownerEntry{node: o.Node, rev: rev}
+	} else {
+		delete(t.owners, addr)
+	}
 }
 
 // Take returns the tenants whose inputs changed since the last call (all
@@ -201,11 +322,11 @@ func (s *State) Take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.all {
-		for id := range s.allocs {
-			s.dirty[tenantOf(id)] = true
-		}
-		for id := range s.nodes {
-			s.dirty[tenantOf(id)] = true
+		for name, t := range s.tenants {
+			if len(t.allocs) > 0 || len(t.nodes) > 0 {
+				s.dirty[name] = true
+			}
+			t.batch.full = true
 		}
 		s.all = false
 	}
@@ -217,16 +338,9 @@ func (s *State) Take() []string {
 	return out
 }
 
-// collect returns the values of m whose ID belongs to tenant.
-func collect[T any](m map[string]*T, tenant string) []*T {
-	var out []*T
-	prefix := tenant + "/"
-	for id, v := range m {
-		if strings.HasPrefix(id, prefix) {
-			out = append(out, v)
-		}
-	}
-	return out
+// values returns the values of m.
+func values[T any](m map[string]*T) []*T {
+	return slices.Collect(maps.Values(m))
 }
 
 // Input returns the planner's input for one tenant, and the owner
@@ -234,42 +348,46 @@ func collect[T any](m map[string]*T, tenant string) []*T {
 func (s *State) Input(tenant string) (*planner.Input, map[netip.Addr]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.input(tenant)
+}
+
+// input is Input with s.mu held. Cost: the tenant's size.
+func (s *State) input(tenant string) (*planner.Input, map[netip.Addr]int64) {
+	t := s.tenants[tenant]
+	if t == nil {
+		t = newTenantState()
+	}
 	in := &planner.Input{
-		Pools:       make(map[string]*ipam.Pool, len(s.pools)),
-		Allocations: collect(s.allocs, tenant),
-		L2:          collect(s.l2, tenant),
-		BGP:         collect(s.bgp, tenant),
-		Peers:       collect(s.peers, tenant),
-		BFD:         map[string]*ipam.BFDProfile{},
-		Communities: collect(s.comms, tenant),
-		L2Owners:    map[netip.Addr]string{},
+		Pools:       maps.Clone(s.pools),
+		Allocations: values(t.allocs),
+		L2:          values(t.l2),
+		BGP:         values(t.bgp),
+		Peers:       values(t.peers),
+		BFD:         make(map[string]*ipam.BFDProfile, len(t.bfd)),
+		Communities: values(t.comms),
+		L2Owners:    make(map[netip.Addr]string, len(t.owners)),
 	}
-	for id, p := range s.pools {
-		in.Pools[id] = p
+	if in.Pools == nil {
+		in.Pools = map[string]*ipam.Pool{}
 	}
-	for _, b := range collect(s.bfd, tenant) {
+	for _, b := range t.bfd {
 		in.BFD[b.ID] = b
 	}
-	for _, n := range collect(s.nodes, tenant) {
+	for _, n := range t.nodes {
 		c := *n
 		c.Live = true
-		c.Draining = s.drains[tenant+"/"+n.Name] != nil
+		c.Draining = t.drains[tenant+"/"+n.Name] != nil
 		var excluded bool
-		c.Labels, excluded = n.Effective(s.cnodes[tenant+"/"+n.Name])
+		c.Labels, excluded = n.Effective(t.cnodes[tenant+"/"+n.Name])
 		// An excluded node announces nothing, as a drained one: its L2
 		// addresses move to another node before it stops answering.
 		c.Draining = c.Draining || excluded
 		in.Nodes = append(in.Nodes, &c)
 	}
-	revs := map[netip.Addr]int64{}
-	prefix := tenant + "/"
-	for id, o := range s.owners {
-		if rest, ok := strings.CutPrefix(id, prefix); ok {
-			if a, err := netip.ParseAddr(rest); err == nil {
-				in.L2Owners[a] = o.node
-				revs[a] = o.rev
-			}
-		}
+	revs := make(map[netip.Addr]int64, len(t.owners))
+	for a, o := range t.owners {
+		in.L2Owners[a] = o.node
+		revs[a] = o.rev
 	}
 	return in, revs
 }
@@ -278,7 +396,11 @@ func (s *State) Input(tenant string) (*planner.Input, map[netip.Addr]int64) {
 func (s *State) Node(tenant, name string) (*ipam.Node, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, ok := s.nodes[tenant+"/"+name]
+	t := s.tenants[tenant]
+	if t == nil {
+		return nil, false
+	}
+	n, ok := t.nodes[tenant+"/"+name]
 	return n, ok
 }
 
@@ -286,12 +408,23 @@ func (s *State) Node(tenant, name string) (*ipam.Node, bool) {
 func (s *State) Drained(tenant, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.drains[tenant+"/"+name] != nil
+	t := s.tenants[tenant]
+	return t != nil && t.drains[tenant+"/"+name] != nil
 }
 
 // markDirty marks a tenant changed.
 func (s *State) markDirty(tenant string) {
 	s.mu.Lock()
+	s.dirty[tenant] = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// markFull marks a tenant changed in full: its plans are computed from
+// scratch, and, on the elected replica, all its L2 owners.
+func (s *State) markFull(tenant string) {
+	s.mu.Lock()
+	s.tenant(tenant).batch.full = true
 	s.dirty[tenant] = true
 	s.mu.Unlock()
 	s.signal()
@@ -321,7 +454,7 @@ func (s *State) AnnouncementsOf(tenant string, addrs []string) []Announcement {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Announcement
-	for _, n := range collect(s.nodes, tenant) {
+	for _, n := range s.nodesOf(tenant) {
 		for _, a := range n.Announced {
 			for _, want := range addrs {
 				if a.Addr == want || strings.HasPrefix(a.Addr, want+"/") {
@@ -346,7 +479,11 @@ func (s *State) Known(tenant, node string, addr netip.Addr) bool {
 	if s.answered[k] {
 		return true
 	}
-	o, ok := s.owners[k]
+	t := s.tenants[tenant]
+	if t == nil {
+		return false
+	}
+	o, ok := t.owners[addr]
 	return ok && o.node != node
 }
 
@@ -363,7 +500,7 @@ type Conflict struct {
 func (s *State) ConflictsOf(tenant string, addrs []string) []Conflict {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	nodes := collect(s.nodes, tenant)
+	nodes := s.nodesOf(tenant)
 	ours := map[string]bool{}
 	for _, n := range nodes {
 		for _, itf := range n.Interfaces {
@@ -404,16 +541,15 @@ func (s *State) Warnings(tenant string) map[string][]planner.Warning {
 func (s *State) needsOwners(tenant string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prefix := tenant + "/"
-	for id := range s.l2 {
-		if strings.HasPrefix(id, prefix) {
-			return true
-		}
+	t := s.tenants[tenant]
+	return t != nil && (len(t.l2) > 0 || len(t.owners) > 0)
+}
+
+// nodesOf returns a tenant's live registrations, with s.mu held.
+func (s *State) nodesOf(tenant string) []*ipam.Node {
+	t := s.tenants[tenant]
+	if t == nil {
+		return nil
 	}
-	for id := range s.owners {
-		if strings.HasPrefix(id, prefix) {
-			return true
-		}
-	}
-	return false
+	return values(t.nodes)
 }

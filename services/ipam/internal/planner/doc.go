@@ -45,7 +45,14 @@
 //   - Affected: O(A) to find the allocations sharing the changed
 //     allocation's addresses or aggregated prefixes, then O(N·P) per
 //     affected prefix and O(N) per address.
-//   - Diff and Apply: linear in the sizes of the plans and the delta.
+//   - Replan and Owners, on an Input compiled once (Prepare) for a stream
+//     of allocation and L2 owner changes: O(1) per changed address through
+//     the caller's index of allocations by address, O(N·P) per changed
+//     prefix, O(A) only to find the allocations inside an aggregated
+//     prefix. This is what the IPAM runs per change (see fleet).
+//   - Diff and Apply: linear in the sizes of the plans and the delta;
+//     ApplyAll applies a route change that every node of a class sees once
+//     for the class.
 //
 // Plans and deltas share slices and pointers with each other and with the
 // Input: treat them as read-only.
