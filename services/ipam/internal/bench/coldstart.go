@@ -377,3 +377,41 @@ func (p *ipamdProc) stop() error {
 	}
 	return nil
 }
+
+// ColdStartOnce starts the ipamd binary bin against the etcd at endpoint
+// and returns the time from its exec to its first answered Allocate (of a
+// fresh owner in the pool ColdStart uses, which must exist) and its VmRSS
+// then, in MiB. The ipamd is stopped before it returns.
+func ColdStartOnce(ctx context.Context, bin, endpoint, owner string) (time.Duration, float64, error) {
+	return coldStartOnce(ctx, bin, endpoint, owner)
+}
+
+// ColdPool, ColdRange and ColdTenant are the pool (and its range) and the
+// tenant of ColdStartOnce's Allocate.
+const (
+	ColdPool   = coldPool
+	ColdRange  = coldRange
+	ColdTenant = coldTenant
+)
+
+// IPAMD is an ipamd child process started by StartIPAMD.
+type IPAMD struct{ p *ipamdProc }
+
+// StartIPAMD starts the ipamd binary bin against the etcd at endpoint; calls
+// on Conn wait until it serves.
+func StartIPAMD(bin, endpoint string) (*IPAMD, error) {
+	p, err := startIPAMD(bin, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &IPAMD{p}, nil
+}
+
+// Conn is a connection to the ipamd (calls wait for it to serve).
+func (d *IPAMD) Conn() *grpc.ClientConn { return d.p.conn }
+
+// RSS returns the ipamd's VmRSS in MiB.
+func (d *IPAMD) RSS() (float64, error) { return vmRSS(d.p.cmd.Process.Pid) }
+
+// Stop ends the ipamd (SIGTERM, SIGKILL after 30 s).
+func (d *IPAMD) Stop() error { return d.p.stop() }
