@@ -168,9 +168,11 @@ func (e *Embedded) Endpoints() []string {
 // etcd (what that saves is in docs/performance.md). Close it before the
 // server.
 func (e *Embedded) Client() *Client {
+	kv := v3rpc.NewQuotaKVServer(e.etcd.Server)
 	return &Client{
-		etcd: v3client.New(e.etcd.Server),
-		kv:   adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+		etcd:     v3client.New(e.etcd.Server),
+		kv:       adapter.KvServerToKvClient(kv),
+		kvServer: kv,
 	}
 }
 

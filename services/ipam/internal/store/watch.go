@@ -12,41 +12,49 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-// LoadState reads every state object (pools, allocations, claims, holds) at
-// one revision, a page at a time.
+// LoadState reads every state object (pools, allocations, claims, holds,
+// the announcement config) at one revision, in chunks (see scan), decoding
+// each chunk while etcd reads the next.
 func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 	var out []ipam.Event
-	var rev int64
-	from := statePrefix
-	end := clientv3.GetPrefixRangeEnd(statePrefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		pctx, cancel := s.bounded(ctx)
-		resp, err := s.client.Get(pctx, from, opts...)
-		cancel()
-		if err != nil {
-			return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			ev, ok, err := eventOf(kv, false)
-			if err != nil {
-				return nil, 0, err
+	var decodeErr error
+	chunks := make(chan []*mvccpb.KeyValue, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for kvs := range chunks {
+			if decodeErr != nil {
+				continue
 			}
-			if ok {
-				out = append(out, ev)
+			for _, kv := range kvs {
+				ev, ok, err := eventOf(kv, false)
+				if err != nil {
+					decodeErr = err
+					break
+				}
+				if ok {
+					out = append(out, ev)
+				}
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
+	}()
+	rev, err := s.conn.scan(ctx, statePrefix, clientv3.GetPrefixRangeEnd(statePrefix), 0, 0, func(kvs []*mvccpb.KeyValue) error {
+		select {
+		case chunks <- kvs:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	})
+	close(chunks)
+	<-done
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
 	}
+	if decodeErr != nil {
+		return nil, 0, decodeErr
+	}
+	return out, rev, nil
 }
 
 // WatchState calls fn with every change to state objects after revision
