@@ -155,6 +155,18 @@ func (x *Index) Progress() int64 {
 // flight keep their reservations (buildPool leaves reserved addresses out).
 func (x *Index) Replace(events []ipam.Event, rev int64) {
 	fresh := New()
+	// Sized up front: growing maps of a million entries by doubling costs
+	// a load a tenth of its time.
+	var nAllocs, nClaims int
+	for _, ev := range events {
+		switch ev.Ref.Kind {
+		case ipam.KindAllocation:
+			nAllocs++
+		case ipam.KindClaim:
+			nClaims++
+		}
+	}
+	fresh.allocs, fresh.claims = make(map[string]*allocEntry, nAllocs), make(map[netip.Addr]*claimEntry, nClaims)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -14,45 +17,64 @@ import (
 
 // LoadState reads every state object (pools, allocations, claims, holds,
 // the announcement config) at one revision, in chunks (see scan), decoding
-// each chunk while etcd reads the next.
+// the chunks on every core while etcd reads the next ones.
 func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
-	var out []ipam.Event
-	var decodeErr error
-	chunks := make(chan []*mvccpb.KeyValue, 4)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for kvs := range chunks {
-			if decodeErr != nil {
-				continue
-			}
-			for _, kv := range kvs {
-				ev, ok, err := eventOf(kv, false)
-				if err != nil {
-					decodeErr = err
-					break
+	type chunk struct {
+		kvs []*mvccpb.KeyValue
+		out *[]ipam.Event
+	}
+	var (
+		decoded []*[]ipam.Event // in key order
+		errMu   sync.Mutex
+		decErr  error
+		wg      sync.WaitGroup
+	)
+	work := make(chan chunk, 2*runtime.GOMAXPROCS(0))
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for c := range work {
+				evs := make([]ipam.Event, 0, len(c.kvs))
+				for _, kv := range c.kvs {
+					ev, ok, err := eventOf(kv, false)
+					if err != nil {
+						errMu.Lock()
+						decErr = cmp.Or(decErr, err)
+						errMu.Unlock()
+						break
+					}
+					if ok {
+						evs = append(evs, ev)
+					}
 				}
-				if ok {
-					out = append(out, ev)
-				}
+				*c.out = evs
 			}
-		}
-	}()
+		})
+	}
 	rev, err := s.conn.scan(ctx, statePrefix, clientv3.GetPrefixRangeEnd(statePrefix), 0, 0, func(kvs []*mvccpb.KeyValue) error {
+		out := new([]ipam.Event)
+		decoded = append(decoded, out)
 		select {
-		case chunks <- kvs:
+		case work <- chunk{kvs, out}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	})
-	close(chunks)
-	<-done
+	close(work)
+	wg.Wait()
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
 	}
-	if decodeErr != nil {
-		return nil, 0, decodeErr
+	if decErr != nil {
+		return nil, 0, decErr
+	}
+	n := 0
+	for _, d := range decoded {
+		n += len(*d)
+	}
+	out := make([]ipam.Event, 0, n)
+	for _, d := range decoded {
+		out = append(out, *d...)
 	}
 	return out, rev, nil
 }
