@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -60,6 +61,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err := rep.Load(ctx); err != nil {
 		return err
 	}
+	// The load's garbage (etcd's chunks, the JSON they held) is about as
+	// large as the state it built: hand it back to the OS now, not when the
+	// runtime gets round to it, so that a replica's resident memory is its
+	// state's (docs/operating.md, "Sizing").
+	debug.FreeOSMemory()
 
 	meter := tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam")
 	var tokens access.Tokens

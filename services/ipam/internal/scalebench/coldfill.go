@@ -149,7 +149,7 @@ func (f *coldFiller) allocation(i int) (*ipam.Allocation, []*ipam.Claim) {
 		Families:    []ipam.Family{ipam.IPv6}, Pool: coldPoolID(p),
 		Ports:      []ipam.Port{{Number: 443, Protocol: ipam.TCP}},
 		CreateTime: f.now, UpdateTime: f.now,
-		Created:    &ipam.Creation{AuditID: fmt.Sprintf("%016x", ^uint64(f.now.UnixNano())-uint64(i)), Actor: "spiffe://beacon/adapter/" + tenant},
+		Created: &ipam.Creation{AuditID: fmt.Sprintf("%016x", ^uint64(f.now.UnixNano())-uint64(i)), Actor: "spiffe://beacon/adapter/" + tenant},
 	}
 	addrs := []netip.Addr{coldV6(p, n)}
 	if i%coldDualEvery == 0 {

@@ -32,6 +32,7 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 	work := make(chan chunk, 2*runtime.GOMAXPROCS(0))
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
+			in := interner{}
 			for c := range work {
 				evs := make([]ipam.Event, 0, len(c.kvs))
 				for _, kv := range c.kvs {
@@ -43,6 +44,7 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 						break
 					}
 					if ok {
+						in.value(ev.Value)
 						evs = append(evs, ev)
 					}
 				}
