@@ -23,6 +23,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
+	"github.com/beaconlb/beacon/services/ipam/internal/etcdhealth"
 	"github.com/beaconlb/beacon/services/ipam/internal/nodecert"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
@@ -55,7 +56,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer func() { _ = etcd.close() }()
 	rep := replica.New(etcd.client, logger, replica.Options{
-		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout,
+		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout, AuditRetention: cfg.AuditRetention,
 		Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
 	})
 	if err := rep.Load(ctx); err != nil {
@@ -134,6 +135,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer stopBackground()
 	bg, bgCtx := errgroup.WithContext(bgCtx)
 	bg.Go(func() error { return rep.Run(bgCtx) })
+	backend := etcdhealth.New(etcd.health(), logger, etcdhealth.Options{
+		QuotaBytes: cfg.EtcdQuotaBytes, DefragFreeFraction: etcd.defragFree(cfg), Meter: meter,
+	})
+	bg.Go(func() error { return backend.Run(bgCtx) })
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Run(gctx) })
@@ -227,7 +232,7 @@ func connectEtcd(ctx context.Context, cfg config, logger *slog.Logger) (*etcdCon
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, Logger: logger})
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, QuotaBytes: cfg.EtcdQuotaBytes, Logger: logger})
 		if err != nil {
 			return nil, err
 		}
@@ -247,6 +252,24 @@ func connectEtcd(ctx context.Context, cfg config, logger *slog.Logger) (*etcdCon
 		return nil, err
 	}
 	return &etcdConn{client: c}, nil
+}
+
+// health is what etcdhealth asks: the embedded member, or the cluster.
+func (c *etcdConn) health() etcdhealth.Source {
+	if c.emb != nil {
+		return c.emb
+	}
+	return c.client
+}
+
+// defragFree is the free share past which the replica defragments etcd:
+// only its own embedded member; an external cluster is its operators' to
+// defragment (docs/operating.md, "etcd maintenance").
+func (c *etcdConn) defragFree(cfg config) float64 {
+	if c.emb == nil {
+		return 0
+	}
+	return cfg.EtcdDefragFree
 }
 
 // close closes the client, then stops the embedded etcd if there is one.

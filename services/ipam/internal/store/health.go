@@ -78,3 +78,30 @@ func (c *Client) Defragment(ctx context.Context, endpoint string) error {
 	}
 	return nil
 }
+
+// Health is Client.Health for the member in this process, read from it
+// directly (an in-process client has no endpoint to ask).
+func (e *Embedded) Health(context.Context) (Health, error) {
+	srv := e.etcd.Server
+	be := srv.Backend()
+	h := Health{Members: []MemberStatus{{
+		Endpoint: "embedded", DBSize: be.Size(), DBSizeInUse: be.SizeInUse(),
+		Leader: srv.Leader() == srv.MemberID(),
+	}}}
+	for _, a := range srv.Alarms() {
+		h.Alarms = append(h.Alarms, a.Alarm.String())
+		if a.Alarm == etcdserverpb.AlarmType_NOSPACE {
+			h.NoSpace = true
+		}
+	}
+	return h, nil
+}
+
+// Defragment defragments the member in this process (endpoint is
+// ignored).
+func (e *Embedded) Defragment(context.Context, string) error {
+	if err := e.etcd.Server.Backend().Defrag(); err != nil {
+		return fmt.Errorf("store: defragment the embedded etcd: %w", err)
+	}
+	return nil
+}
