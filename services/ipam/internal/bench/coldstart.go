@@ -251,6 +251,13 @@ func coldStartMeasured(ctx context.Context, bin, endpoint, owner string) (ColdSt
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	go func() { // an ipamd that exits (its port taken meanwhile) answers nothing: stop waiting
+		select {
+		case <-p.exited:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
 	_, err = ipamv1.NewAllocationServiceClient(conn).Allocate(cctx, &ipamv1.AllocateRequest{
 		Parent:     "tenants/" + coldTenant,
 		Allocation: &ipamv1.Allocation{Owner: "cold/first-" + owner, RequestedPool: "pools/" + coldPool},
@@ -453,6 +460,9 @@ func (d *IPAMD) Conn() *grpc.ClientConn { return d.p.conn }
 
 // RSS returns the ipamd's VmRSS in MiB.
 func (d *IPAMD) RSS() (float64, error) { return vmRSS(d.p.cmd.Process.Pid) }
+
+// Exited is closed when the ipamd has exited.
+func (d *IPAMD) Exited() <-chan struct{} { return d.p.exited }
 
 // Stop ends the ipamd (SIGTERM, SIGKILL after 30 s).
 func (d *IPAMD) Stop() error { return d.p.stop() }
