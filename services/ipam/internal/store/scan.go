@@ -59,7 +59,9 @@ func (c *Client) scan(ctx context.Context, from, end string, rev int64, want int
 func (c *Client) scanStream(ctx context.Context, req *etcdserverpb.RangeRequest, fn func([]*mvccpb.KeyValue) error) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream when fn stopped it early
-	stream, err := c.kv.RangeStream(ctx, req)
+	// Chunks aim at etcd's request size (1.5 MiB by default) and may reach
+	// twice that: more than gRPC's default 4 MiB with larger settings.
+	stream, err := c.kv.RangeStream(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
 	if err != nil {
 		return 0, err
 	}
