@@ -57,6 +57,10 @@ type Index struct {
 	groups     map[string]*groupEntry // global groups by "pool/group"
 	progress   int64
 	wake       chan struct{}
+
+	// creations holds, per tenant, the live allocations that keep their
+	// creation record, for CreationRecords (audit.go).
+	creations map[string]*creationSet
 }
 
 type shareKey struct{ tenant, key string }
@@ -96,6 +100,7 @@ func New() *Index {
 		adding:     make(map[string]uint64),
 		heldAddrs:  make(map[string]uint64),
 		groups:     make(map[string]*groupEntry),
+		creations:  make(map[string]*creationSet),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -171,7 +176,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
-	x.heldIn, x.groups = fresh.heldIn, fresh.groups
+	x.heldIn, x.groups, x.creations = fresh.heldIn, fresh.groups, fresh.creations
 	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
 	for _, ev := range events {
 		x.apply(ev)
@@ -252,9 +257,11 @@ func (x *Index) apply(ev ipam.Event) {
 	case ipam.KindAllocation:
 		if old, ok := x.allocs[ev.Ref.ID]; ok {
 			x.used[old.a.Tenant] -= uint64(len(old.a.Addrs))
+			x.forgetCreation(old.a)
 		}
 		if a, ok := ev.Value.(*ipam.Allocation); ok && !ev.Deleted {
 			x.used[a.Tenant] += uint64(len(a.Addrs))
+			x.keepCreation(a)
 			x.allocs[ev.Ref.ID] = &allocEntry{a: a, rev: ev.Rev}
 			if !a.ExpireTime.IsZero() {
 				x.pushExpiry(a.ExpireTime, ev.Ref, ev.Rev)
