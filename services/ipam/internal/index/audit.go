@@ -1,6 +1,7 @@
 package index
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -9,15 +10,14 @@ import (
 )
 
 // creationSet is one tenant's live allocations that keep their creation
-// record, by the record's "tenant/id", with those IDs in order (nil when a
-// new ID made them stale: sorted again by the next listing; IDs since
-// forgotten may linger in it, and are skipped).
+// record, by the record's ID (the allocation's own string: the set costs a
+// map entry per allocation), with those IDs in order (nil when a new ID made
+// them stale: sorted again by the next listing; IDs since forgotten may
+// linger in it, and are skipped).
 type creationSet struct {
 	byID   map[string]*ipam.Allocation
 	sorted []string
 }
-
-func creationID(a *ipam.Allocation) string { return a.Tenant + "/" + a.Created.AuditID }
 
 // keepCreation and forgetCreation keep x.creations in step with x.allocs.
 func (x *Index) keepCreation(a *ipam.Allocation) {
@@ -29,11 +29,10 @@ func (x *Index) keepCreation(a *ipam.Allocation) {
 		set = &creationSet{byID: make(map[string]*ipam.Allocation)}
 		x.creations[a.Tenant] = set
 	}
-	id := creationID(a)
-	if _, ok := set.byID[id]; !ok {
+	if _, ok := set.byID[a.Created.AuditID]; !ok {
 		set.sorted = nil
 	}
-	set.byID[id] = a
+	set.byID[a.Created.AuditID] = a
 }
 
 func (x *Index) forgetCreation(a *ipam.Allocation) {
@@ -44,13 +43,9 @@ func (x *Index) forgetCreation(a *ipam.Allocation) {
 	if set == nil {
 		return
 	}
-	id := creationID(a)
-	if _, ok := set.byID[id]; !ok {
-		return
-	}
 	// sorted keeps the ID (listings skip it): an update or renewal, which
 	// forgets and keeps the same ID, then does not make it stale.
-	delete(set.byID, id)
+	delete(set.byID, a.Created.AuditID)
 	if len(set.byID) == 0 {
 		delete(x.creations, a.Tenant)
 	}
@@ -60,13 +55,7 @@ func (x *Index) forgetCreation(a *ipam.Allocation) {
 // stale.
 func (s *creationSet) ids() []string {
 	if s.sorted == nil {
-		s.sorted = slices.Sorted(func(yield func(string) bool) {
-			for id := range s.byID {
-				if !yield(id) {
-					return
-				}
-			}
-		})
+		s.sorted = slices.Sorted(maps.Keys(s.byID))
 	}
 	return s.sorted
 }
@@ -96,18 +85,24 @@ func (x *Index) CreationRecords(idPrefix, startAfter string, limit int) (recs []
 	slices.SortFunc(tenants, func(a, b string) int { return strings.Compare(a+"/", b+"/") })
 	from := max(startAfter, idPrefix)
 	for _, t := range tenants {
-		set := x.creations[t]
+		set, p := x.creations[t], t+"/"
 		ids := set.ids()
-		i := sort.SearchStrings(ids, from)
+		i := 0
+		switch {
+		case strings.HasPrefix(from, p):
+			i = sort.SearchStrings(ids, from[len(p):])
+		case from > p:
+			continue // every "t/id" sorts before from
+		}
 		for ; i < len(ids); i++ {
-			id := ids[i]
+			id := p + ids[i]
 			if id <= startAfter {
 				continue
 			}
 			if !strings.HasPrefix(id, idPrefix) {
 				break // sorted: no later ID of this tenant has the prefix
 			}
-			a, live := set.byID[id]
+			a, live := set.byID[ids[i]]
 			if !live {
 				continue
 			}
