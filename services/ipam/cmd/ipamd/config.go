@@ -40,6 +40,14 @@ type config struct {
 	ShutdownGrace                 time.Duration
 	EtcdCompaction                time.Duration
 	EtcdTimeout                   time.Duration
+	// EtcdQuotaBytes is the embedded etcd's backend quota, and the quota
+	// the metrics report for an external one; EtcdDefragFree is the free
+	// share of the embedded member's backend past which ipamd defragments
+	// it (0: never).
+	EtcdQuotaBytes int64
+	EtcdDefragFree float64
+	// AuditRetention is how long audit records are kept.
+	AuditRetention time.Duration
 	// EtcdCA, EtcdCert and EtcdKey secure the connection to an external
 	// etcd; EtcdUsername and EtcdPassword authenticate to it.
 	EtcdCA, EtcdCert, EtcdKey  string
@@ -71,11 +79,14 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&nodeValidity, "node-cert-validity", "2160h", "how long a node certificate traded for a bootstrap token is valid")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
-	var hold, grace, compaction, etcdTimeout, workers, insecure, streams string
+	var hold, grace, compaction, etcdTimeout, workers, insecure, streams, quota, defrag, audit string
 	str(&streams, "streams-per-caller", "16", "open streams (Subscribe, WatchAllocations) one adapter or announcer identity may hold at once")
 	str(&hold, "release-hold", "10m", "default time released addresses are kept for their owner (0 frees them at once)")
 	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
 	str(&compaction, "etcd-compaction", "1h", "embedded etcd's history retention (bounds watch resume)")
+	str(&quota, "etcd-quota-bytes", "8589934592", "etcd's backend quota in bytes: the embedded etcd's (past it etcd raises NOSPACE and refuses writes), and the one the metrics report for an external etcd (set it to that cluster's --quota-backend-bytes)")
+	str(&defrag, "etcd-defrag-free-fraction", "0.5", "defragment the embedded etcd when this share of its backend file is free pages (0: never; an external etcd is its operators' to defragment)")
+	str(&audit, "audit-retention", "720h", "how long audit records are kept before etcd deletes them (at least 1h)")
 	str(&etcdTimeout, "etcd-timeout", "5s", "longest wait for one etcd call before a request fails UNAVAILABLE")
 	str(&workers, "commit-workers", "1", "etcd transactions in flight at once (1: pure group commit, fastest against an etcd cluster)")
 	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
@@ -101,6 +112,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	dur("etcd-compaction", compaction, &c.EtcdCompaction)
 	dur("etcd-timeout", etcdTimeout, &c.EtcdTimeout)
 	dur("node-cert-validity", nodeValidity, &c.NodeCertValidity)
+	dur("audit-retention", audit, &c.AuditRetention)
+	if c.AuditRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("--audit-retention: at least 1h"))
+	}
+	if _, err := fmt.Sscanf(quota, "%d", &c.EtcdQuotaBytes); err != nil || c.EtcdQuotaBytes < 64<<20 {
+		errs = append(errs, fmt.Errorf("--etcd-quota-bytes: %q is not a number of bytes of at least 64 MiB", quota))
+	}
+	if _, err := fmt.Sscanf(defrag, "%g", &c.EtcdDefragFree); err != nil || c.EtcdDefragFree < 0 || c.EtcdDefragFree >= 1 {
+		errs = append(errs, fmt.Errorf("--etcd-defrag-free-fraction: %q is not a fraction from 0 to below 1", defrag))
+	}
 	if c.NodeCertValidity < time.Hour {
 		errs = append(errs, fmt.Errorf("--node-cert-validity: at least 1h"))
 	}

@@ -19,6 +19,7 @@ func TestParseConfig(t *testing.T) {
 		Listen: "127.0.0.1:7400", OpsListen: "127.0.0.1:7401", DataDir: "beacon-data", LogLevel: "info",
 		ReleaseHold: 10 * time.Minute, ShutdownGrace: 10 * time.Second, EtcdCompaction: time.Hour, EtcdTimeout: 5 * time.Second, CommitWorkers: 1,
 		TrustDomain: "beacon", StreamsPerCaller: 16, NodeCertValidity: 90 * 24 * time.Hour,
+		EtcdQuotaBytes: 8 << 30, EtcdDefragFree: 0.5, AuditRetention: 30 * 24 * time.Hour,
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Fatalf("defaults (-want +got):\n%s", diff)
@@ -66,6 +67,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
 		{[]string{"--etcd-endpoints", "https://192.0.2.1:2379", "--etcd-username", "beacon"}, "--etcd-username and --etcd-password go together"},
 		{[]string{"--etcd-ca", "ca.pem"}, "give --etcd-endpoints"},
+		{[]string{"--etcd-quota-bytes", "1000"}, "--etcd-quota-bytes"},
+		{[]string{"--etcd-quota-bytes", "lots"}, "--etcd-quota-bytes"},
+		{[]string{"--etcd-defrag-free-fraction", "1"}, "--etcd-defrag-free-fraction"},
+		{[]string{"--etcd-defrag-free-fraction", "-0.1"}, "--etcd-defrag-free-fraction"},
+		{[]string{"--audit-retention", "5m"}, "--audit-retention: at least 1h"},
 		{[]string{"extra"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {

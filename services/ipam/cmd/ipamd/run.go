@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -22,6 +23,7 @@ import (
 	"github.com/beaconlb/beacon/pkg/probe"
 	"github.com/beaconlb/beacon/pkg/telemetry"
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
+	"github.com/beaconlb/beacon/services/ipam/internal/etcdhealth"
 	"github.com/beaconlb/beacon/services/ipam/internal/nodecert"
 	"github.com/beaconlb/beacon/services/ipam/internal/replica"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
@@ -50,12 +52,17 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer func() { _ = etcd.close() }()
 	rep := replica.New(etcd.client, logger, replica.Options{
-		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout,
+		ReleaseHold: cfg.ReleaseHold, CommitWorkers: cfg.CommitWorkers, EtcdCallTimeout: cfg.EtcdTimeout, AuditRetention: cfg.AuditRetention,
 		Meter: tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam"),
 	})
 	if err := rep.Load(ctx); err != nil {
 		return err
 	}
+	// The load's garbage (etcd's chunks, the JSON they held) is about as
+	// large as the state it built: hand it back to the OS now, not when the
+	// runtime gets round to it, so that a replica's resident memory is its
+	// state's (docs/operating.md, "Sizing").
+	debug.FreeOSMemory()
 
 	meter := tel.MeterProvider.Meter("github.com/beaconlb/beacon/services/ipam")
 	var tokens access.Tokens
@@ -124,6 +131,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer stopBackground()
 	bg, bgCtx := errgroup.WithContext(bgCtx)
 	bg.Go(func() error { return rep.Run(bgCtx) })
+	backend := etcdhealth.New(etcd.health(), logger, etcdhealth.Options{
+		QuotaBytes: cfg.EtcdQuotaBytes, DefragFreeFraction: etcd.defragFree(cfg), Meter: meter,
+	})
+	bg.Go(func() error { return backend.Run(bgCtx) })
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Run(gctx) })
@@ -217,7 +228,7 @@ func connectEtcd(ctx context.Context, cfg config, logger *slog.Logger) (*etcdCon
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, Logger: logger})
+		emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: cfg.DataDir, CompactionRetention: cfg.EtcdCompaction, QuotaBytes: cfg.EtcdQuotaBytes, Logger: logger})
 		if err != nil {
 			return nil, err
 		}
@@ -237,6 +248,24 @@ func connectEtcd(ctx context.Context, cfg config, logger *slog.Logger) (*etcdCon
 		return nil, err
 	}
 	return &etcdConn{client: c}, nil
+}
+
+// health is what etcdhealth asks: the embedded member, or the cluster.
+func (c *etcdConn) health() etcdhealth.Source {
+	if c.emb != nil {
+		return c.emb
+	}
+	return c.client
+}
+
+// defragFree is the free share past which the replica defragments etcd:
+// only its own embedded member; an external cluster is its operators' to
+// defragment (docs/operating.md, "etcd maintenance").
+func (c *etcdConn) defragFree(cfg config) float64 {
+	if c.emb == nil {
+		return 0
+	}
+	return cfg.EtcdDefragFree
 }
 
 // close closes the client, then stops the embedded etcd if there is one.

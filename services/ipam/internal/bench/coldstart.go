@@ -217,35 +217,83 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // (waiting for the server to be ready) from right before the exec, and
 // returns the time to the answer and ipamd's VmRSS then.
 func coldStartOnce(ctx context.Context, bin, endpoint, owner string) (time.Duration, float64, error) {
+	r, err := coldStartMeasured(ctx, bin, endpoint, owner)
+	return r.Took, r.RSSMiB, err
+}
+
+// ColdStartResult is one cold start's measurements.
+type ColdStartResult struct {
+	// Took is the time from the exec to the first answered Allocate.
+	Took time.Duration
+	// RSSMiB is ipamd's VmRSS then; CPU the CPU time (user and system) it
+	// had used by then, which the machine's load moves far less than Took.
+	RSSMiB float64
+	CPU    time.Duration
+}
+
+func coldStartMeasured(ctx context.Context, bin, endpoint, owner string) (ColdStartResult, error) {
 	ports, err := loopback.FreePorts(2)
 	if err != nil {
-		return 0, 0, err
+		return ColdStartResult{}, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.2, MaxDelay: 20 * time.Millisecond}, MinConnectTimeout: time.Second}))
 	if err != nil {
-		return 0, 0, err
+		return ColdStartResult{}, err
 	}
 	defer func() { _ = conn.Close() }()
 	conn.Connect()
 	t0 := time.Now()
 	p, err := execIPAMD(bin, addr, fmt.Sprintf("127.0.0.1:%d", ports[1]), endpoint)
 	if err != nil {
-		return 0, 0, err
+		return ColdStartResult{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	go func() { // an ipamd that exits (its port taken meanwhile) answers nothing: stop waiting
+		select {
+		case <-p.exited:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
 	_, err = ipamv1.NewAllocationServiceClient(conn).Allocate(cctx, &ipamv1.AllocateRequest{
 		Parent:     "tenants/" + coldTenant,
 		Allocation: &ipamv1.Allocation{Owner: "cold/first-" + owner, RequestedPool: "pools/" + coldPool},
 	}, grpc.WaitForReady(true))
 	took := time.Since(t0)
 	if err != nil {
-		return 0, 0, errors.Join(fmt.Errorf("first allocate: %w\n%s", err, p.logs()), p.stop())
+		return ColdStartResult{}, errors.Join(fmt.Errorf("first allocate: %w\n%s", err, p.logs()), p.stop())
 	}
 	rss, rerr := vmRSS(p.cmd.Process.Pid)
-	return took, rss, errors.Join(rerr, p.stop())
+	cpu, cerr := cpuTime(p.cmd.Process.Pid)
+	return ColdStartResult{Took: took, RSSMiB: rss, CPU: cpu}, errors.Join(rerr, cerr, p.stop())
+}
+
+// cpuTime reads a process's CPU time (user and system) from /proc.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command (which may hold spaces, in parentheses):
+	// state is field 3, utime 14 and stime 15, in clock ticks (100 a
+	// second on Linux).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("no command in /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc stat: %w", err)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
 // vmRSS reads a process's resident memory (VmRSS) from /proc, in MiB.
@@ -377,3 +425,44 @@ func (p *ipamdProc) stop() error {
 	}
 	return nil
 }
+
+// ColdStartOnce starts the ipamd binary bin against the etcd at endpoint
+// and measures the time from its exec to its first answered Allocate (of a
+// fresh owner in the pool ColdStart uses, which must exist), its VmRSS and
+// its CPU time then. The ipamd is stopped before it returns.
+func ColdStartOnce(ctx context.Context, bin, endpoint, owner string) (ColdStartResult, error) {
+	return coldStartMeasured(ctx, bin, endpoint, owner)
+}
+
+// ColdPool, ColdRange and ColdTenant are the pool (and its range) and the
+// tenant of ColdStartOnce's Allocate.
+const (
+	ColdPool   = coldPool
+	ColdRange  = coldRange
+	ColdTenant = coldTenant
+)
+
+// IPAMD is an ipamd child process started by StartIPAMD.
+type IPAMD struct{ p *ipamdProc }
+
+// StartIPAMD starts the ipamd binary bin against the etcd at endpoint; calls
+// on Conn wait until it serves.
+func StartIPAMD(bin, endpoint string) (*IPAMD, error) {
+	p, err := startIPAMD(bin, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &IPAMD{p}, nil
+}
+
+// Conn is a connection to the ipamd (calls wait for it to serve).
+func (d *IPAMD) Conn() *grpc.ClientConn { return d.p.conn }
+
+// RSS returns the ipamd's VmRSS in MiB.
+func (d *IPAMD) RSS() (float64, error) { return vmRSS(d.p.cmd.Process.Pid) }
+
+// Exited is closed when the ipamd has exited.
+func (d *IPAMD) Exited() <-chan struct{} { return d.p.exited }
+
+// Stop ends the ipamd (SIGTERM, SIGKILL after 30 s).
+func (d *IPAMD) Stop() error { return d.p.stop() }

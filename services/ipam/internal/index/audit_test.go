@@ -1,6 +1,10 @@
 package index
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +101,103 @@ func TestCreationRecordLife(t *testing.T) {
 	commit(t, x, rel, 7)
 	if diff := cmp.Diff(want[:1], ids("c1/", "")); diff != "" {
 		t.Fatalf("records after the release (-want +got):\n%s", diff)
+	}
+}
+
+// CreationRecords pages through the same records, in the same order, as a
+// walk of every allocation would, across random creations, renewals (the
+// same record kept), deletions and reloads, for every prefix and page size.
+func TestCreationRecordsMatchAWalk(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(18, 1))
+	x := New()
+	live := map[string]*ipam.Allocation{} // by "tenant/id"
+	rev := int64(1)
+	tenants := []string{"t1", "t10", "t1a", "t2"}
+	put := func(a *ipam.Allocation) {
+		rev++
+		x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: a.Tenant + "/" + a.ID}, Value: a, Rev: rev}}, 0)
+		live[a.Tenant+"/"+a.ID] = a
+	}
+	walk := func(prefix, after string) []string {
+		var out []string
+		for _, a := range live {
+			if a.Created == nil {
+				continue
+			}
+			if id := a.Tenant + "/" + a.Created.AuditID; id > after && strings.HasPrefix(id, prefix) {
+				out = append(out, id+" "+a.Owner)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	pages := func(prefix string, limit int) []string {
+		var out []string
+		after := ""
+		for range 1000 {
+			recs, more := x.CreationRecords(prefix, after, limit)
+			for _, r := range recs {
+				out = append(out, r.Tenant+"/"+r.ID+" "+r.Owner)
+				after = r.Tenant + "/" + r.ID
+			}
+			if !more {
+				return out
+			}
+		}
+		t.Fatalf("prefix %q limit %d: more than 1000 pages", prefix, limit)
+		return nil
+	}
+	for step := range 600 {
+		switch op := rnd.IntN(10); {
+		case op < 5 || len(live) == 0: // a new allocation, most with a record
+			n := step
+			a := &ipam.Allocation{Tenant: tenants[rnd.IntN(len(tenants))], ID: fmt.Sprintf("a%04d", n), Owner: fmt.Sprintf("o%04d", n)}
+			if rnd.IntN(5) > 0 {
+				a.Created = &ipam.Creation{AuditID: fmt.Sprintf("%04x", rnd.IntN(1<<16)), Actor: "alice"}
+			}
+			put(a)
+		case op < 8: // a renewal or update: a new value, the same record
+			for _, a := range live {
+				b := *a
+				b.UpdateTime = time.Unix(int64(step), 0)
+				put(&b)
+				break
+			}
+		default: // a deletion
+			for k, a := range live {
+				rev++
+				x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: a.Tenant + "/" + a.ID}, Rev: rev}}, 0)
+				delete(live, k)
+				break
+			}
+		}
+		if step%150 == 149 { // a reload from what is live
+			var evs []ipam.Event
+			for k, a := range live {
+				evs = append(evs, ipam.Event{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: k}, Value: a, Rev: rev})
+			}
+			x.Replace(evs, rev)
+		}
+		if step%50 != 49 {
+			continue
+		}
+		// A record deleted right after a listing sorted the IDs: its ID
+		// lingers in them until a new one comes.
+		pages("", 1000)
+		for k, a := range live {
+			if a.Created != nil {
+				rev++
+				x.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: k}, Rev: rev}}, 0)
+				delete(live, k)
+				break
+			}
+		}
+		for _, prefix := range []string{"", "t1", "t1/", "t10/", "t1a/", "t2/", "t1/8"} {
+			for _, limit := range []int{1, 3, 100} {
+				if diff := cmp.Diff(walk(prefix, ""), pages(prefix, limit)); diff != "" {
+					t.Fatalf("step %d, prefix %q, pages of %d: -walk +pages\n%s", step, prefix, limit, diff)
+				}
+			}
+		}
 	}
 }

@@ -34,6 +34,9 @@ type Options struct {
 	CommitWorkers int
 	// EtcdCallTimeout bounds each etcd call (see store.Options.CallTimeout).
 	EtcdCallTimeout time.Duration
+	// AuditRetention is how long audit records are kept (see
+	// store.Options.AuditTTL).
+	AuditRetention time.Duration
 	// Now returns the time (default time.Now).
 	Now func() time.Time
 	// Meter records metrics (default: none).
@@ -65,7 +68,7 @@ type Replica struct {
 // New assembles a replica. Call Load, then Run, then register it on a gRPC
 // server.
 func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
-	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers, CallTimeout: opts.EtcdCallTimeout})
+	st := store.New(client, logger, store.Options{Workers: opts.CommitWorkers, CallTimeout: opts.EtcdCallTimeout, AuditTTL: opts.AuditRetention})
 	idx := index.New()
 	alloc := allocator.New(idx, st, logger, allocator.Options{DefaultHold: opts.ReleaseHold, Now: opts.Now, Meter: opts.Meter})
 	if opts.Meter != nil {

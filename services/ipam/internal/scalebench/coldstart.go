@@ -2,8 +2,275 @@ package scalebench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/bench"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
-func coldStart(context.Context, Config) ([]bench.Figure, error) { return nil, errNotBuilt }
+// Units of the cold-start figures.
+const (
+	unitSeconds = "s"
+	unitMillis  = "ms"
+)
+
+// coldSizes are the numbers of stored allocations the cold start is
+// measured at, after coldReference (where only the list pages are the
+// figure: the reference a large store's pages are compared with).
+func coldSizes(quick bool) []int {
+	if quick {
+		return []int{10_000, 30_000, 100_000}
+	}
+	return []int{100_000, 300_000, 1_000_000}
+}
+
+const coldReference = 1_000
+
+// coldRow is one size's measurements.
+type coldRow struct {
+	size       int
+	start      time.Duration // median exec → first Allocate answered
+	starts     []time.Duration
+	cpu        time.Duration // ipamd's CPU time by then (median)
+	rss        float64       // MiB, median, right after that answer
+	listP99    time.Duration
+	listP50    time.Duration
+	listPages  int
+	dbSize     int64
+	dbSizeUsed int64
+}
+
+// coldStart measures, at each size, a replica's cold start (the real ipamd
+// binary against an etcd embedded in this process, as replicas share an
+// etcd cluster: exec → first Allocate answered, median of the trials), its
+// resident memory then, and the p99 of ListAllocations pages, with the
+// pages at coldReference allocations as the reference, in the same run.
+//
+//	BENCH scale_cold_start_<size>_s      exec → first Allocate answered (median)
+//	BENCH scale_cold_start_cpu_<size>_s  ipamd's CPU time (user+system) by then (median)
+//	BENCH scale_rss_<size>_mib           ipamd's VmRSS right after that answer (median)
+//	BENCH scale_list_page_p99_<size>_ms  p99 of ListAllocations pages of 100 (1k: the reference)
+//	BENCH scale_list_page_p99_ms         the same at the largest size
+//	BENCH scale_list_page_p99_ratio      largest size's p99 over the reference's
+func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error) {
+	if cfg.IPAMD == "" {
+		return nil, errors.New("coldstart needs --ipamd")
+	}
+	trials := 3
+	if cfg.Quick {
+		trials = 1
+	}
+	dir, err := os.MkdirTemp("", "ipam-scale-cold-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	etcdLog := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: dir, ClientURL: "http://127.0.0.1:0", Logger: etcdLog, QuotaBytes: 8 << 30})
+	if err != nil {
+		return nil, err
+	}
+	defer emb.Close()
+	endpoint := strings.Join(emb.Endpoints(), ",")
+	client, err := store.Dial(ctx, store.DialConfig{Endpoints: emb.Endpoints()})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, client.Close()) }()
+	fmt.Fprintf(cfg.Log, "cold start: ipamd %s against etcd at %s (in this process, fsync on)\n", cfg.IPAMD, endpoint)
+
+	// The tenants, pools, nodes and peers, through the API.
+	d, err := bench.StartIPAMD(cfg.IPAMD, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := coldSetup(ctx, clientsOf(d)); err != nil {
+		return nil, errors.Join(err, d.Stop())
+	}
+	if err := d.Stop(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Log, "created %d tenants, %d pools, %d nodes, %d peers in %v\n", coldTenants, coldPools, coldTenants*coldNodesPer, coldTenants*coldPeersPer, time.Since(t0).Round(time.Millisecond))
+
+	st, stopStore := runStore(ctx, client, cfg.Log)
+	filler := &coldFiller{st: st, now: time.Now().UTC()}
+	var rows []coldRow
+	for _, size := range append([]int{coldReference}, coldSizes(cfg.Quick)...) {
+		if err := filler.fillTo(ctx, size, cfg.Log); err != nil {
+			return nil, errors.Join(err, stopStore())
+		}
+		row, err := coldMeasure(ctx, cfg, client, endpoint, size, trials)
+		if err != nil {
+			return nil, errors.Join(err, stopStore())
+		}
+		rows = append(rows, row)
+	}
+	if err := stopStore(); err != nil {
+		return nil, err
+	}
+	coldTable(cfg, rows)
+
+	ref, last := rows[0], rows[len(rows)-1]
+	figs = append(figs, bench.Figure{Name: "scale_list_page_p99_" + sizeName(ref.size) + "_ms", Value: millis(ref.listP99), Unit: unitMillis})
+	for _, r := range rows[1:] {
+		n := sizeName(r.size)
+		figs = append(figs,
+			bench.Figure{Name: "scale_cold_start_" + n + "_s", Value: r.start.Seconds(), Unit: unitSeconds},
+			bench.Figure{Name: "scale_cold_start_cpu_" + n + "_s", Value: r.cpu.Seconds(), Unit: unitSeconds},
+			bench.Figure{Name: "scale_rss_" + n + "_mib", Value: r.rss, Unit: bench.UnitMiB},
+			bench.Figure{Name: "scale_list_page_p99_" + n + "_ms", Value: millis(r.listP99), Unit: unitMillis},
+		)
+	}
+	figs = append(figs,
+		bench.Figure{Name: "scale_list_page_p99_ms", Value: millis(last.listP99), Unit: unitMillis},
+		bench.Figure{Name: "scale_list_page_p99_ratio", Value: float64(last.listP99) / float64(max(ref.listP99, time.Microsecond)), Unit: bench.UnitRatio},
+	)
+	return figs, nil
+}
+
+// coldMeasure measures one size: trials cold starts, then the list pages
+// on a replica started once more.
+func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint string, size, trials int) (coldRow, error) {
+	row := coldRow{size: size}
+	if h, err := client.Health(ctx); err == nil && len(h.Members) > 0 {
+		row.dbSize, row.dbSizeUsed = h.Members[0].DBSize, h.Members[0].DBSizeInUse
+	}
+	var rss []float64
+	var cpu []time.Duration
+	for i := range trials {
+		var r bench.ColdStartResult
+		var err error
+		for try := range portTries {
+			r, err = bench.ColdStartOnce(ctx, cfg.IPAMD, endpoint, fmt.Sprintf("%s-%d-%d", sizeName(size), i, try))
+			if !portTaken(err) {
+				break
+			}
+		}
+		if err != nil {
+			return row, fmt.Errorf("cold start at %d: %w", size, err)
+		}
+		fmt.Fprintf(cfg.Log, "%s stored: cold start #%d %v (ipamd CPU %v), VmRSS %.0f MiB\n", sizeName(size), i+1, r.Took.Round(time.Millisecond), r.CPU, r.RSSMiB)
+		row.starts, rss, cpu = append(row.starts, r.Took), append(rss, r.RSSMiB), append(cpu, r.CPU)
+	}
+	row.cpu = slices.Sorted(slices.Values(cpu))[len(cpu)/2]
+	row.start = slices.Sorted(slices.Values(row.starts))[len(row.starts)/2]
+	row.rss = slices.Sorted(slices.Values(rss))[len(rss)/2]
+
+	var lat []time.Duration
+	for try := range portTries {
+		d, err := bench.StartIPAMD(cfg.IPAMD, endpoint)
+		if err != nil {
+			return row, err
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-d.Exited():
+				cancel()
+			case <-lctx.Done():
+			}
+		}()
+		lat, err = listPages(lctx, clientsOf(d).allocs)
+		cancel()
+		err = errors.Join(err, d.Stop())
+		if err == nil {
+			break
+		}
+		if !portTaken(err) || try == portTries-1 {
+			return row, err
+		}
+	}
+	slices.Sort(lat)
+	row.listP99, row.listP50, row.listPages = bench.Percentile(lat, 99), bench.Percentile(lat, 50), len(lat)
+	fmt.Fprintf(cfg.Log, "%s stored: %d list pages, p50 %v, p99 %v\n", sizeName(size), len(lat), row.listP50.Round(time.Microsecond), row.listP99.Round(time.Microsecond))
+	return row, nil
+}
+
+// listPages times pages of 100 of ListAllocations, walking with page
+// tokens: every tenant's (parent tenants/-), one tenant's, and one
+// tenant's in one pool (a filter matching a tenth of them). The first
+// call of each walk is left out (it waits for the replica to serve).
+func listPages(ctx context.Context, allocs ipamv1.AllocationServiceClient) ([]time.Duration, error) {
+	const pages = 40
+	walks := []*ipamv1.ListAllocationsRequest{
+		{Parent: "tenants/-", PageSize: 100},
+		{Parent: "tenants/" + coldTenantID(7), PageSize: 100},
+		{Parent: "tenants/" + coldTenantID(42), PageSize: 100, Filter: `pool = "` + coldPoolID(3) + `"`},
+	}
+	var lat []time.Duration
+	for _, req := range walks {
+		if _, err := allocs.ListAllocations(ctx, req); err != nil { // warm up; waits for the replica
+			return nil, fmt.Errorf("list %v: %w", req, err)
+		}
+		token := ""
+		for range pages {
+			req.PageToken = token
+			t0 := time.Now()
+			resp, err := allocs.ListAllocations(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("list %v: %w", req, err)
+			}
+			lat = append(lat, time.Since(t0))
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+	}
+	return lat, nil
+}
+
+// coldTable logs the growth table.
+func coldTable(cfg Config, rows []coldRow) {
+	fmt.Fprintf(cfg.Log, "\n| allocations | cold start (median; all) | per 100k | ipamd CPU | per 100k | VmRSS | per 100k | list p50 | list p99 | etcd DB (in use) |\n")
+	fmt.Fprintf(cfg.Log, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		var all []string
+		for _, s := range r.starts {
+			all = append(all, strconv.FormatFloat(s.Seconds(), 'f', 1, 64))
+		}
+		per := float64(r.size) / 100_000
+		fmt.Fprintf(cfg.Log, "| %s | %.1f s (%s) | %.2f s | %.1f s | %.2f s | %.0f MiB | %.0f MiB | %.1f ms | %.1f ms | %.0f MiB (%.0f MiB) |\n",
+			sizeName(r.size), r.start.Seconds(), strings.Join(all, ", "), r.start.Seconds()/per, r.cpu.Seconds(), r.cpu.Seconds()/per, r.rss, r.rss/per,
+			millis(r.listP50), millis(r.listP99), float64(r.dbSize)/(1<<20), float64(r.dbSizeUsed)/(1<<20))
+	}
+	fmt.Fprintln(cfg.Log)
+}
+
+// portTries is how many times an ipamd is started when the port picked for
+// it was taken by another process before it could listen (the machine is
+// shared).
+const portTries = 3
+
+func portTaken(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}
+
+func clientsOf(d *bench.IPAMD) ipamClients {
+	c := d.Conn()
+	return ipamClients{
+		pools: ipamv1.NewPoolServiceClient(c), tenants: ipamv1.NewTenantServiceClient(c),
+		announce: ipamv1.NewAnnouncementServiceClient(c), allocs: ipamv1.NewAllocationServiceClient(c),
+	}
+}
+
+// sizeName names a size in figure names: 1000 → "1k", 1000000 → "1m".
+func sizeName(n int) string {
+	switch {
+	case n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "m"
+	case n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

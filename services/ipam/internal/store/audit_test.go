@@ -91,3 +91,45 @@ func TestAuditPacksListAndResume(t *testing.T) {
 		t.Errorf("resume inside a pack (-want +got):\n%s", diff)
 	}
 }
+
+// Audit records are kept Options.AuditTTL (ipamd's --audit-retention): each
+// key carries a lease that etcd ends, deleting the key, between AuditTTL
+// and AuditTTL+1h after it was written (keys written within the hour share
+// one lease).
+func TestAuditRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration
+		want time.Duration
+	}{
+		{"default", 0, 30*24*time.Hour + time.Hour},
+		{"a day", 24 * time.Hour, 25 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ctx := newStore(t)
+			if tc.ttl > 0 {
+				s = New(s.conn, s.logger, Options{AuditTTL: tc.ttl})
+			}
+			p := auditChange(t, "a", "0001aaaa", "a1")
+			s.commitBatch(ctx, []*pending{p})
+			if r := <-p.done; r.err != nil {
+				t.Fatalf("commit: %v", r.err)
+			}
+			resp, err := s.client.Get(ctx, auditPrefix, clientv3.WithPrefix())
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("audit keys: %v, %v", resp, err)
+			}
+			lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+			if lease == 0 {
+				t.Fatal("audit key has no lease: it would be kept forever")
+			}
+			ttl, err := s.client.TimeToLive(ctx, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(ttl.GrantedTTL) * time.Second; got != tc.want {
+				t.Errorf("audit lease granted %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -23,6 +24,11 @@ type Client struct {
 	// kv is etcd's KV service on the same connection, for transactions the
 	// store builds as protobuf messages.
 	kv etcdserverpb.KVClient
+	// kvServer, for an etcd in this process, is its KV service, called
+	// directly for RangeStream (which kv, there, does not carry); noStream
+	// is set once etcd refused RangeStream (before 3.7). See scan.
+	kvServer etcdserverpb.KVServer
+	noStream atomic.Bool
 	// With several endpoints, transactions go to the leader's (leader.go).
 	leaderState
 }

@@ -28,6 +28,11 @@ type Embedded struct {
 	killed *atomic.Bool
 }
 
+// DefaultQuotaBytes is the embedded etcd's default backend quota: 8 GiB,
+// etcd's recommended maximum, about eight times what a million allocations
+// take (see docs/operating.md, "Sizing").
+const DefaultQuotaBytes = 8 << 30
+
 // EmbeddedConfig configures an embedded etcd.
 type EmbeddedConfig struct {
 	// Dir holds etcd's data; it survives restarts.
@@ -43,6 +48,10 @@ type EmbeddedConfig struct {
 	// CompactionRetention is how much history etcd keeps, which bounds how
 	// old a watch resume token may be (default 1h).
 	CompactionRetention time.Duration
+	// QuotaBytes is the most the backend database may grow to before etcd
+	// raises its NOSPACE alarm and refuses writes (default
+	// DefaultQuotaBytes; etcd's own default is 2 GiB).
+	QuotaBytes int64
 	// Name, PeerURL and InitialCluster make the member one of a cluster
 	// ("m0", "http://127.0.0.1:P", "m0=http://...,m1=http://..."), for
 	// tests of member loss; the members must be started concurrently (each
@@ -120,6 +129,10 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 			return h(srv, ss)
 		}),
 	)
+	cfg.QuotaBackendBytes = c.QuotaBytes
+	if cfg.QuotaBackendBytes <= 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBytes
+	}
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = retention.String()
 	e, err := embed.StartEtcd(cfg)
@@ -155,9 +168,11 @@ func (e *Embedded) Endpoints() []string {
 // etcd (what that saves is in docs/performance.md). Close it before the
 // server.
 func (e *Embedded) Client() *Client {
+	kv := v3rpc.NewQuotaKVServer(e.etcd.Server)
 	return &Client{
-		etcd: v3client.New(e.etcd.Server),
-		kv:   adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+		etcd:     v3client.New(e.etcd.Server),
+		kv:       adapter.KvServerToKvClient(kv),
+		kvServer: kv,
 	}
 }
 

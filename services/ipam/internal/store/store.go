@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
@@ -260,18 +261,31 @@ func (s *Store) List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter s
 			limit++
 		}
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(int64(limit))}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+	if rev == 0 {
+		// A scan stopped early never hears etcd's revision: pin it first.
+		r, err := s.Revision(ctx)
+		if err != nil {
+			return ipam.Page{}, err
+		}
+		rev = r
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	resp, err := s.client.Get(ctx, from, opts...)
+	// One key more than the page, to tell whether there are more.
+	kvs := make([]*mvccpb.KeyValue, 0, min(limit+1, 1024))
+	_, err := s.conn.scan(ctx, from, clientv3.GetPrefixRangeEnd(prefix), rev, limit+1, func(chunk []*mvccpb.KeyValue) error {
+		kvs = append(kvs, chunk[:min(len(chunk), limit+1-len(kvs))]...)
+		if len(kvs) > limit {
+			return errScanDone
+		}
+		return nil
+	})
 	if err != nil {
 		return ipam.Page{}, fmt.Errorf("store: list %s: %w: %w", prefix, ipam.ErrUnavailable, err)
 	}
-	page := ipam.Page{Revision: resp.Header.Revision, More: resp.More}
-	for _, kv := range resp.Kvs {
+	page := ipam.Page{Revision: rev, More: len(kvs) > limit}
+	kvs = kvs[:min(len(kvs), limit)]
+	for _, kv := range kvs {
 		ref, ok := parseKey(string(kv.Key))
 		if !ok || ref.Kind != kind {
 			continue

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -12,41 +15,70 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
-// LoadState reads every state object (pools, allocations, claims, holds) at
-// one revision, a page at a time.
+// LoadState reads every state object (pools, allocations, claims, holds,
+// the announcement config) at one revision, in chunks (see scan), decoding
+// the chunks on every core while etcd reads the next ones.
 func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
-	var out []ipam.Event
-	var rev int64
-	from := statePrefix
-	end := clientv3.GetPrefixRangeEnd(statePrefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		pctx, cancel := s.bounded(ctx)
-		resp, err := s.client.Get(pctx, from, opts...)
-		cancel()
-		if err != nil {
-			return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			ev, ok, err := eventOf(kv, false)
-			if err != nil {
-				return nil, 0, err
-			}
-			if ok {
-				out = append(out, ev)
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	type chunk struct {
+		kvs []*mvccpb.KeyValue
+		out *[]ipam.Event
 	}
+	var (
+		decoded []*[]ipam.Event // in key order
+		errMu   sync.Mutex
+		decErr  error
+		wg      sync.WaitGroup
+	)
+	work := make(chan chunk, 2*runtime.GOMAXPROCS(0))
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			in := interner{}
+			for c := range work {
+				evs := make([]ipam.Event, 0, len(c.kvs))
+				for _, kv := range c.kvs {
+					ev, ok, err := eventOf(kv, false)
+					if err != nil {
+						errMu.Lock()
+						decErr = cmp.Or(decErr, err)
+						errMu.Unlock()
+						break
+					}
+					if ok {
+						in.value(ev.Value)
+						evs = append(evs, ev)
+					}
+				}
+				*c.out = evs
+			}
+		})
+	}
+	rev, err := s.conn.scan(ctx, statePrefix, clientv3.GetPrefixRangeEnd(statePrefix), 0, 0, func(kvs []*mvccpb.KeyValue) error {
+		out := new([]ipam.Event)
+		decoded = append(decoded, out)
+		select {
+		case work <- chunk{kvs, out}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: load state: %w: %w", ipam.ErrUnavailable, err)
+	}
+	if decErr != nil {
+		return nil, 0, decErr
+	}
+	n := 0
+	for _, d := range decoded {
+		n += len(*d)
+	}
+	out := make([]ipam.Event, 0, n)
+	for _, d := range decoded {
+		out = append(out, *d...)
+	}
+	return out, rev, nil
 }
 
 // WatchState calls fn with every change to state objects after revision
