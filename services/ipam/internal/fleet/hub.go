@@ -43,13 +43,22 @@ type Session struct {
 	mu     sync.Mutex
 	sent   *ipam.NodePlan
 	want   *ipam.NodePlan
-	synced bool // a snapshot was sent
-	ready  chan struct{}
+	synced bool // a snapshot was sent, or the node was found to hold its plan
+	// holds says whether the node holds a plan already (it resumed); nil
+	// once the first plan was handed out.
+	holds func(*ipam.NodePlan) bool
+	ready chan struct{}
 }
 
 // Attach registers a subscribed node; its first plan is computed at once.
-func (h *Hub) Attach(tenant, node string) *Session {
-	s := &Session{Tenant: tenant, Node: node, ready: make(chan struct{}, 1)}
+func (h *Hub) Attach(tenant, node string) *Session { return h.AttachHolding(tenant, node, nil) }
+
+// AttachHolding registers a subscribed node that may hold its plan
+// already: when holds says the node's first plan is the one it holds, the
+// node is sent an empty change instead of a snapshot (and changes from
+// there on). holds may be nil.
+func (h *Hub) AttachHolding(tenant, node string, holds func(*ipam.NodePlan) bool) *Session {
+	s := &Session{Tenant: tenant, Node: node, holds: holds, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.sessions[tenant] == nil {
 		h.sessions[tenant] = map[*Session]struct{}{}
@@ -82,14 +91,19 @@ func (s *Session) setWant(p *ipam.NodePlan) {
 
 // Next blocks until the node's plan differs from what it was sent, and
 // returns either the whole plan (the first time) or the change; ok is false
-// when ctx is done.
+// when ctx is done. The first time, a node that holds its plan already (see
+// AttachHolding) gets an empty change instead of the whole plan.
 func (s *Session) Next(ctx context.Context) (snapshot *ipam.NodePlan, change *planner.Delta, ok bool) {
 	for {
 		s.mu.Lock()
 		if s.want != nil && !s.synced {
 			s.sent, s.synced = s.want, true
-			p := s.want
+			p, holds := s.want, s.holds
+			s.holds = nil
 			s.mu.Unlock()
+			if holds != nil && holds(p) {
+				return nil, &planner.Delta{}, true
+			}
 			return p, nil, true
 		}
 		if s.synced && s.want != s.sent {

@@ -50,6 +50,10 @@ func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (server.NodeL
 	return l.st.GrantLease(ctx, ttl)
 }
 
+func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (server.NodeLease, error) {
+	return l.st.AdoptLease(ctx, r, value)
+}
+
 // Replica is one IPAM replica.
 type Replica struct {
 	store    *store.Store
