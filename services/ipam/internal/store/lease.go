@@ -293,3 +293,19 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// LeaseIDs returns the IDs of every lease etcd holds (the scale
+// benchmarks count the leases granted across a replica's death with it).
+func (s *Store) LeaseIDs(ctx context.Context) ([]int64, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	resp, err := s.client.Leases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: list leases: %w: %w", ipam.ErrUnavailable, err)
+	}
+	ids := make([]int64, len(resp.Leases))
+	for i, l := range resp.Leases {
+		ids[i] = int64(l.ID)
+	}
+	return ids, nil
+}
