@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
 )
@@ -220,55 +222,66 @@ func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool)
 	return &ipam.NodePlan{}, true
 }
 
+// Owner records are committed in chunks of ownerChunk, ownerWriters at a
+// time. A chunk is one record's condition and write per address, so two
+// chunks fit one etcd transaction (etcd's default --max-txn-ops is 128) and
+// the store may commit two queued ones together; several in flight let
+// etcd put many into one raft round and one fsync (see docs/performance.md,
+// "Reconnects and L2 moves": a node holding 10,000 addresses dies, and its
+// addresses are recorded with new owners in 157 chunks rather than 100
+// transactions one after the other). Chunks hold distinct addresses, so
+// their order does not matter; each record stays conditional on the one it
+// replaces, so a replica that lost the election writes nothing.
+const (
+	ownerChunk   = 64
+	ownerWriters = 8
+)
+
 // recordOwners commits the L2 owners the planner chooses where they differ
 // from the recorded ones, each conditional on the record it replaces.
 func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input, revs map[netip.Addr]int64) error {
 	want := planner.L2Owners(in)
-	var ch ipam.Change
-	for addr, node := range want {
-		if in.L2Owners[addr] == node {
-			continue
-		}
+	var parts []ipam.Change
+	var part ipam.Change
+	add := func(addr netip.Addr, node string, del bool) {
 		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
-		ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
+		part.Conds = append(part.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
+		if del {
+			part.Deletes = append(part.Deletes, ref)
+		} else {
+			part.Puts = append(part.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
+		}
+		if len(part.Conds) == ownerChunk {
+			parts = append(parts, part)
+			part = ipam.Change{}
+		}
+	}
+	for addr, node := range want {
+		if in.L2Owners[addr] != node {
+			add(addr, node, false)
+		}
 	}
 	for addr := range in.L2Owners {
-		if _, ok := want[addr]; ok {
-			continue
+		if _, ok := want[addr]; !ok {
+			add(addr, "", true)
 		}
-		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
-		ch.Deletes = append(ch.Deletes, ref)
 	}
-	for len(ch.Conds) > 0 {
-		n := min(len(ch.Conds), 100)
-		part := ipam.Change{Conds: ch.Conds[:n]}
-		for _, p := range ch.Puts {
-			if containsRef(part.Conds, p.Ref) {
-				part.Puts = append(part.Puts, p)
-			}
-		}
-		for _, r := range ch.Deletes {
-			if containsRef(part.Conds, r) {
-				part.Deletes = append(part.Deletes, r)
-			}
-		}
-		if _, _, err := h.store.Commit(ctx, part); err != nil {
+	if len(part.Conds) > 0 {
+		parts = append(parts, part)
+	}
+	if len(parts) == 1 {
+		_, _, err := h.store.Commit(ctx, parts[0])
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ownerWriters)
+	for _, p := range parts {
+		g.Go(func() error {
+			_, _, err := h.store.Commit(gctx, p)
 			return err
-		}
-		ch.Conds = ch.Conds[n:]
+		})
 	}
-	return nil
-}
-
-func containsRef(cs []ipam.Cond, r ipam.Ref) bool {
-	for _, c := range cs {
-		if c.Ref == r {
-			return true
-		}
-	}
-	return false
+	return g.Wait()
 }
 
 // LeadOwners makes this replica the one that records L2 owners until ctx
