@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 )
@@ -32,11 +33,13 @@ type simAnnouncer struct {
 	firstAt   time.Time            // when the current session's first plan message came
 	snapshots int
 	resumes   int
-	changed   chan struct{}
+	// ends counts why sessions ended (gRPC code and message), for the log.
+	ends    map[string]int
+	changed chan struct{}
 }
 
 func newSimAnnouncer(tenant, node string, conns [][]*grpc.ClientConn, home int) *simAnnouncer {
-	return &simAnnouncer{tenant: tenant, node: node, conns: conns, home: home, l2: map[string]time.Time{}, routes: map[string]bool{}, changed: make(chan struct{}, 1)}
+	return &simAnnouncer{tenant: tenant, node: node, conns: conns, home: home, l2: map[string]time.Time{}, routes: map[string]bool{}, ends: map[string]int{}, changed: make(chan struct{}, 1)}
 }
 
 // simJitter is ipamclient's: a wait drawn evenly from [backoff/4, backoff].
@@ -110,6 +113,16 @@ func (a *simAnnouncer) session(ctx context.Context, r int, conn *grpc.ClientConn
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
+			if ctx.Err() == nil {
+				st := status.Convert(err)
+				msg := st.Message()
+				if len(msg) > 60 {
+					msg = msg[:60]
+				}
+				a.mu.Lock()
+				a.ends[st.Code().String()+": "+msg]++
+				a.mu.Unlock()
+			}
 			return !first
 		}
 		now := time.Now()
@@ -188,4 +201,17 @@ func (a *simAnnouncer) state() simState {
 		l2[k] = v
 	}
 	return simState{sessions: a.sessions, snapshots: a.snapshots, resumes: a.resumes, replica: a.replica, firstAt: a.firstAt, l2: l2, routes: len(a.routes)}
+}
+
+// endReasons sums why the announcers' sessions ended.
+func endReasons(anns []*simAnnouncer) map[string]int {
+	out := map[string]int{}
+	for _, a := range anns {
+		a.mu.Lock()
+		for k, v := range a.ends {
+			out[k] += v
+		}
+		a.mu.Unlock()
+	}
+	return out
 }
