@@ -16,7 +16,7 @@ import (
 // subscribes with the token of the plan it holds, keeps its plan from
 // snapshots and changes, sends numbered heartbeats, and reconnects to the
 // next replica as announcerd does (jittered backoff, first retry within
-// 100 ms, at most 250 ms apart while it holds a plan).
+// 100 ms, at most 250 ms apart while it holds a plan, 2 s otherwise).
 type simAnnouncer struct {
 	tenant, node string
 	// conns are its connections, one per replica; it starts on home.
@@ -65,7 +65,13 @@ func (a *simAnnouncer) run(ctx context.Context) {
 			return
 		case <-time.After(simJitter(backoff)):
 		}
-		backoff = min(2*backoff, 250*time.Millisecond)
+		limit := 2 * time.Second // announcerd's MaxBackoff
+		a.mu.Lock()
+		if a.held {
+			limit = 250 * time.Millisecond // it holds a plan: retry at least this often
+		}
+		a.mu.Unlock()
+		backoff = min(2*backoff, limit)
 	}
 }
 
