@@ -29,11 +29,18 @@ type Hub struct {
 	mu       sync.Mutex
 	sessions map[string]map[*Session]struct{} // by tenant
 	leader   atomic.Bool
+
+	// recorded are the L2 owner records this replica committed that its
+	// state has not shown yet, by tenant and address ("" for a deletion):
+	// they are not written again while the watch catches up (see
+	// recordOwners). Only Run's goroutine and LeadOwners touch it.
+	recordedMu sync.Mutex
+	recorded   map[string]map[netip.Addr]string
 }
 
 // NewHub returns a Hub over a state.
 func NewHub(state *State, store Committer, logger *slog.Logger) *Hub {
-	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{}}
+	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{}, recorded: map[string]map[netip.Addr]string{}}
 }
 
 // Session is one subscribed node's view of its plan: what it was last sent
@@ -224,61 +231,87 @@ func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool)
 
 // Owner records are committed in chunks of ownerChunk, ownerWriters at a
 // time. A chunk is one record's condition and write per address, so two
-// chunks fit one etcd transaction (etcd's default --max-txn-ops is 128) and
-// the store may commit two queued ones together; several in flight let
-// etcd put many into one raft round and one fsync (see docs/performance.md,
-// "Reconnects and L2 moves": a node holding 10,000 addresses dies, and its
-// addresses are recorded with new owners in 157 chunks rather than 100
-// transactions one after the other). Chunks hold distinct addresses, so
-// their order does not matter; each record stays conditional on the one it
-// replaces, so a replica that lost the election writes nothing.
+// chunks fit one etcd transaction at etcd's default --max-txn-ops of 128
+// (the store merges queued chunks into transactions as large as its
+// MaxOps allows); several transactions in flight let etcd put many into
+// one raft round and one fsync (see docs/performance.md, "Reconnects and
+// L2 moves": a node holding 10,000 addresses dies). Chunks hold distinct
+// addresses, so their order does not matter; each record stays conditional
+// on the one it replaces, so a replica that lost the election writes
+// nothing.
 const (
 	ownerChunk   = 64
-	ownerWriters = 8
+	ownerWriters = 32
 )
+
+// ownerWrite is one owner record to write: node "" deletes it.
+type ownerWrite struct {
+	addr netip.Addr
+	node string
+}
 
 // recordOwners commits the L2 owners the planner chooses where they differ
 // from the recorded ones, each conditional on the record it replaces.
+// Records this replica committed that have not come back through the watch
+// yet are not written again (they would only fail their condition, and
+// load etcd while it is busiest).
 func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input, revs map[netip.Addr]int64) error {
 	want := planner.L2Owners(in)
-	var parts []ipam.Change
-	var part ipam.Change
-	add := func(addr netip.Addr, node string, del bool) {
-		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		part.Conds = append(part.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
-		if del {
-			part.Deletes = append(part.Deletes, ref)
-		} else {
-			part.Puts = append(part.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
-		}
-		if len(part.Conds) == ownerChunk {
-			parts = append(parts, part)
-			part = ipam.Change{}
+	h.recordedMu.Lock()
+	pending := h.recorded[tenant]
+	for addr, node := range pending {
+		if cur, ok := in.L2Owners[addr]; cur == node && ok == (node != "") {
+			delete(pending, addr) // the state shows it
 		}
 	}
+	h.recordedMu.Unlock()
+	var writes []ownerWrite
 	for addr, node := range want {
-		if in.L2Owners[addr] != node {
-			add(addr, node, false)
+		if in.L2Owners[addr] == node {
+			continue
 		}
+		if p, ok := pending[addr]; ok && p == node {
+			continue
+		}
+		writes = append(writes, ownerWrite{addr, node})
 	}
 	for addr := range in.L2Owners {
-		if _, ok := want[addr]; !ok {
-			add(addr, "", true)
+		if _, ok := want[addr]; ok {
+			continue
 		}
-	}
-	if len(part.Conds) > 0 {
-		parts = append(parts, part)
-	}
-	if len(parts) == 1 {
-		_, _, err := h.store.Commit(ctx, parts[0])
-		return err
+		if p, ok := pending[addr]; ok && p == "" {
+			continue
+		}
+		writes = append(writes, ownerWrite{addr, ""})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(ownerWriters)
-	for _, p := range parts {
+	for len(writes) > 0 {
+		chunk := writes[:min(len(writes), ownerChunk)]
+		writes = writes[len(chunk):]
 		g.Go(func() error {
-			_, _, err := h.store.Commit(gctx, p)
-			return err
+			var ch ipam.Change
+			for _, w := range chunk {
+				ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + w.addr.String()}
+				ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[w.addr]})
+				if w.node == "" {
+					ch.Deletes = append(ch.Deletes, ref)
+				} else {
+					ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: w.addr, Node: w.node}})
+				}
+			}
+			if _, _, err := h.store.Commit(gctx, ch); err != nil {
+				return err
+			}
+			h.recordedMu.Lock()
+			defer h.recordedMu.Unlock()
+			if h.recorded[tenant] == nil {
+				h.recorded[tenant] = map[netip.Addr]string{}
+			}
+			for _, w := range chunk {
+				h.recorded[tenant][w.addr] = w.node
+			}
+			return nil
 		})
 	}
 	return g.Wait()
@@ -289,10 +322,20 @@ func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input
 func (h *Hub) LeadOwners(ctx context.Context) error {
 	h.leader.Store(true)
 	defer h.leader.Store(false)
+	h.forgetRecorded()
+	defer h.forgetRecorded()
 	h.logger.InfoContext(ctx, "recording L2 owners for the fleet")
 	h.state.markAll()
 	<-ctx.Done()
 	return nil
+}
+
+// forgetRecorded forgets the records this replica committed: another
+// replica may write the records while this one does not lead.
+func (h *Hub) forgetRecorded() {
+	h.recordedMu.Lock()
+	clear(h.recorded)
+	h.recordedMu.Unlock()
 }
 
 // gainsL2 reports whether plan next answers for an address old does not.

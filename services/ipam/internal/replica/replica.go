@@ -44,7 +44,8 @@ type Options struct {
 }
 
 // ownerWorkers is how many transactions of L2 owner records may be in
-// flight at once.
+// flight at once; the hub queues more chunks than that, which the store
+// merges into transactions as large as etcd allows.
 const ownerWorkers = 8
 
 // leaser adapts the store's leases to the server's interface.
