@@ -16,7 +16,8 @@ import (
 // subscribes with the token of the plan it holds, keeps its plan from
 // snapshots and changes, sends numbered heartbeats, and reconnects to the
 // next replica as announcerd does (jittered backoff, first retry within
-// 100 ms, at most 250 ms apart while it holds a plan, 2 s otherwise).
+// 100 ms, at most 250 ms apart while it holds a plan and last heard from
+// an IPAM within the 2 s grace, 2 s otherwise).
 type simAnnouncer struct {
 	tenant, node string
 	// conns are its connections, one per replica; it starts on home.
@@ -31,6 +32,7 @@ type simAnnouncer struct {
 	sessions  int                  // sessions that delivered their first plan message
 	replica   int                  // the replica of the current session
 	firstAt   time.Time            // when the current session's first plan message came
+	heard     time.Time            // when the IPAM last sent anything
 	snapshots int
 	resumes   int
 	// ends counts why sessions ended (gRPC code and message), for the log.
@@ -67,8 +69,10 @@ func (a *simAnnouncer) run(ctx context.Context) {
 		}
 		limit := 2 * time.Second // announcerd's MaxBackoff
 		a.mu.Lock()
-		if a.held {
-			limit = 250 * time.Millisecond // it holds a plan: retry at least this often
+		if a.held && time.Since(a.heard) < 2*time.Second {
+			// It holds a plan, within announcerd's grace: retry at least
+			// this often.
+			limit = 250 * time.Millisecond
 		}
 		a.mu.Unlock()
 		backoff = min(2*backoff, limit)
@@ -132,6 +136,9 @@ func (a *simAnnouncer) session(ctx context.Context, r int, conn *grpc.ClientConn
 			return !first
 		}
 		now := time.Now()
+		a.mu.Lock()
+		a.heard = now
+		a.mu.Unlock()
 		snap, change := resp.GetSnapshot(), resp.GetChange()
 		if snap == nil && (change == nil || (first && !resuming)) {
 			continue

@@ -23,6 +23,9 @@ type Client struct {
 	// kv is etcd's KV service on the same connection, for transactions the
 	// store builds as protobuf messages.
 	kv etcdserverpb.KVClient
+	// keeper sends the leases' keep-alives (nil: clientv3's, a stream
+	// each).
+	keeper *keeper
 	// With several endpoints, transactions go to the leader's (leader.go).
 	leaderState
 }
@@ -66,7 +69,7 @@ func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
 	}
 	cfg.Context = nil
-	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection())}
+	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection()), keeper: newKeeper(etcdserverpb.NewLeaseClient(c.ActiveConnection()))}
 	cl.initLeaderState(cfg)
 	return cl, nil
 }

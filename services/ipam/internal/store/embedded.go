@@ -156,8 +156,9 @@ func (e *Embedded) Endpoints() []string {
 // server.
 func (e *Embedded) Client() *Client {
 	return &Client{
-		etcd: v3client.New(e.etcd.Server),
-		kv:   adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+		etcd:   v3client.New(e.etcd.Server),
+		kv:     adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+		keeper: newKeeper(adapter.LeaseServerToLeaseClient(v3rpc.NewQuotaLeaseServer(e.etcd.Server))),
 	}
 }
 

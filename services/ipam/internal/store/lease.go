@@ -86,9 +86,9 @@ func (s *Store) AdoptLease(ctx context.Context, r ipam.Ref, value any) (*Lease, 
 	kv := got.Kvs[0]
 	id := clientv3.LeaseID(kv.Lease)
 	sent := time.Now()
-	ka, err := s.client.KeepAliveOnce(ctx, id)
+	ttl, err := s.keepAliveOnce(ctx, id)
 	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ka.TTL <= 0):
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl <= 0):
 		return nil, fmt.Errorf("store: adopt lease of %s: expired: %w", k, ipam.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
@@ -103,11 +103,24 @@ func (s *Store) AdoptLease(ctx context.Context, r ipam.Ref, value any) (*Lease, 
 	if !resp.Succeeded {
 		return nil, fmt.Errorf("store: adopt lease of %s: written meanwhile: %w", k, ipam.ErrNotFound)
 	}
-	l := &Lease{s: s, id: id, ttl: time.Duration(ka.TTL) * time.Second}
+	l := &Lease{s: s, id: id, ttl: time.Duration(ttl) * time.Second}
 	until := sent.Add(l.ttl)
 	l.aliveUntil.Store(&until)
 	l.wrote(k, resp.Header.Revision)
 	return l, nil
+}
+
+// keepAliveOnce renews lease id once and returns its TTL in seconds (0:
+// gone): over the connection's keeper, one stream for every lease.
+func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	if s.conn.keeper == nil {
+		resp, err := s.client.KeepAliveOnce(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		return resp.TTL, nil
+	}
+	return s.conn.keeper.keepAliveOnce(ctx, id)
 }
 
 // ID returns the lease's etcd ID (for tests and logs).
@@ -154,7 +167,7 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 		// One call waits at most a TTL: one stuck on a member that died
 		// must not use up the grace.
 		cctx, cancel := context.WithDeadline(ctx, earliest(l.AliveUntil().Add(grace), sent.Add(l.ttl)))
-		resp, err := l.s.client.KeepAliveOnce(cctx, l.id)
+		ttl, err := l.s.keepAliveOnce(cctx, l.id)
 		cancel()
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // the caller is done with the lease: err is its cancellation
@@ -162,8 +175,8 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return fmt.Errorf("store: lease lost: %w", err)
-		case err == nil && resp.TTL > 0:
-			until := sent.Add(time.Duration(resp.TTL) * time.Second)
+		case err == nil && ttl > 0:
+			until := sent.Add(time.Duration(ttl) * time.Second)
 			l.aliveUntil.Store(&until)
 		case err == nil:
 			return errors.New("store: lease lost: expired")
