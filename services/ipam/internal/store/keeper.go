@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,6 +31,8 @@ type keeper struct {
 	stream  etcdserverpb.Lease_LeaseKeepAliveClient
 	end     context.CancelFunc
 	waiting map[int64][]chan keepAnswer
+	// answered is when the current stream last answered anything.
+	answered time.Time
 }
 
 type keepAnswer struct {
@@ -59,10 +62,11 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64,
 			k.mu.Unlock()
 			return 0, err
 		}
-		k.stream, k.end = st, cancel
+		k.stream, k.end, k.answered = st, cancel, time.Now()
 		go k.receive(st)
 	}
 	st := k.stream
+	sent := time.Now()
 	k.waiting[int64(id)] = append(k.waiting[int64(id)], ch)
 	err := st.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(id)})
 	k.mu.Unlock()
@@ -73,11 +77,17 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64,
 	case a := <-ch:
 		return a.ttl, a.err
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		k.mu.Lock()
+		stuck := k.stream == st && k.answered.Before(sent)
+		k.mu.Unlock()
+		if stuck && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// etcd answers a stream's requests one after the other: a
 			// member without a leader holds a renewal (and every one
-			// behind it) for seconds. A new stream, on the next member,
-			// gets the next calls through.
+			// behind it) for seconds. When the stream answered nothing
+			// since this call's request, a new one, on the next member,
+			// gets the next calls through. A stream that answers, only
+			// slowly (etcd is loaded), is kept: ending it would fail every
+			// call in flight.
 			k.broken(st, ctx.Err())
 		}
 		return 0, ctx.Err()
@@ -93,6 +103,7 @@ func (k *keeper) receive(st etcdserverpb.Lease_LeaseKeepAliveClient) {
 			return
 		}
 		k.mu.Lock()
+		k.answered = time.Now()
 		if q := k.waiting[resp.ID]; len(q) > 0 {
 			q[0] <- keepAnswer{ttl: resp.TTL}
 			if len(q) == 1 {

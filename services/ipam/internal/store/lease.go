@@ -87,6 +87,12 @@ func (s *Store) AdoptLease(ctx context.Context, r ipam.Ref, value any) (*Lease, 
 	id := clientv3.LeaseID(kv.Lease)
 	sent := time.Now()
 	ttl, err := s.keepAliveOnce(ctx, id)
+	if errors.Is(err, errKeeperStream) && ctx.Err() == nil {
+		// The shared stream broke under this call (a member died): once
+		// more on the next one.
+		sent = time.Now()
+		ttl, err = s.keepAliveOnce(ctx, id)
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl <= 0):
 		return nil, fmt.Errorf("store: adopt lease of %s: expired: %w", k, ipam.ErrNotFound)
