@@ -10,9 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// keeper sends the keep-alives of every lease of one connection over one
-// etcd LeaseKeepAlive stream, one request at a time as each lease needs it,
-// and hands each answer to the call that asked. clientv3's KeepAliveOnce
+// keeper sends the keep-alives of every lease of one connection over a few
+// etcd LeaseKeepAlive streams (keeperStreams), one request at a time as
+// each lease needs it, and hands each answer to the call that asked. clientv3's KeepAliveOnce
 // opens a stream per call: with a node lease per announcer and a
 // keep-alive every 500 ms, thousands of announcers made thousands of
 // streams a second, and etcd fell behind until leases expired (see
@@ -25,7 +25,33 @@ import (
 // place, and its answer is dropped). An answer with a TTL of 0 says the
 // lease is gone.
 type keeper struct {
+	streams []*keepStream
+}
+
+// keeperStreams is how many streams a keeper spreads its leases over: etcd
+// handles one stream's requests one after the other, and on a follower
+// each renewal is a round trip to the leader, so one stream carries a few
+// thousand renewals a second at most.
+const keeperStreams = 8
+
+func newKeeper(leases etcdserverpb.LeaseClient) *keeper {
+	k := &keeper{}
+	for range keeperStreams {
+		k.streams = append(k.streams, &keepStream{leases: leases, waiting: map[int64][]chan keepAnswer{}})
+	}
+	return k
+}
+
+// keepAliveOnce renews lease id once and returns its TTL in seconds (0:
+// the lease is gone). A lease's renewals all go over the same stream.
+func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	return k.streams[uint64(id)%uint64(len(k.streams))].keepAliveOnce(ctx, id)
+}
+
+// keepStream is one of a keeper's streams.
+type keepStream struct {
 	leases etcdserverpb.LeaseClient
+	sendMu sync.Mutex // one Send at a time
 
 	mu      sync.Mutex
 	stream  etcdserverpb.Lease_LeaseKeepAliveClient
@@ -44,13 +70,7 @@ type keepAnswer struct {
 // unanswered (the next call opens a new stream).
 var errKeeperStream = errors.New("store: lease keep-alive stream ended")
 
-func newKeeper(leases etcdserverpb.LeaseClient) *keeper {
-	return &keeper{leases: leases, waiting: map[int64][]chan keepAnswer{}}
-}
-
-// keepAliveOnce renews lease id once and returns its TTL in seconds (0:
-// the lease is gone).
-func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+func (k *keepStream) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
 	ch := make(chan keepAnswer, 1)
 	k.mu.Lock()
 	if k.stream == nil {
@@ -68,8 +88,12 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64,
 	st := k.stream
 	sent := time.Now()
 	k.waiting[int64(id)] = append(k.waiting[int64(id)], ch)
-	err := st.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(id)})
 	k.mu.Unlock()
+	// Not under mu: a Send held up by flow control must not keep receive
+	// from reading the answers that would free it.
+	k.sendMu.Lock()
+	err := st.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: int64(id)})
+	k.sendMu.Unlock()
 	if err != nil {
 		k.broken(st, err)
 	}
@@ -95,7 +119,7 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64,
 }
 
 // receive hands the stream's answers out until it breaks.
-func (k *keeper) receive(st etcdserverpb.Lease_LeaseKeepAliveClient) {
+func (k *keepStream) receive(st etcdserverpb.Lease_LeaseKeepAliveClient) {
 	for {
 		resp, err := st.Recv()
 		if err != nil {
@@ -118,7 +142,7 @@ func (k *keeper) receive(st etcdserverpb.Lease_LeaseKeepAliveClient) {
 
 // broken ends stream st, if it is still the current one, and fails the
 // calls waiting on it.
-func (k *keeper) broken(st etcdserverpb.Lease_LeaseKeepAliveClient, err error) {
+func (k *keepStream) broken(st etcdserverpb.Lease_LeaseKeepAliveClient, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stream != st {
