@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
@@ -156,9 +157,11 @@ func (e *Embedded) Endpoints() []string {
 // server.
 func (e *Embedded) Client() *Client {
 	return &Client{
-		etcd:   v3client.New(e.etcd.Server),
-		kv:     adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
-		keeper: newKeeper(adapter.LeaseServerToLeaseClient(v3rpc.NewQuotaLeaseServer(e.etcd.Server))),
+		etcd: v3client.New(e.etcd.Server),
+		kv:   adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(e.etcd.Server)),
+		keeper: newKeeper(func(context.Context) etcdserverpb.LeaseClient {
+			return adapter.LeaseServerToLeaseClient(v3rpc.NewQuotaLeaseServer(e.etcd.Server))
+		}),
 	}
 }
 

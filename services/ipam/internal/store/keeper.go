@@ -32,9 +32,12 @@ type keeper struct {
 // handles one stream's requests one after the other, and on a follower
 // each renewal is a round trip to the leader, so one stream carries a few
 // thousand renewals a second at most.
-const keeperStreams = 8
+const keeperStreams = 16
 
-func newKeeper(leases etcdserverpb.LeaseClient) *keeper {
+// newKeeper returns a keeper whose streams open on the lease service leases
+// returns then: the etcd leader's where it is known (a follower forwards
+// each renewal to the leader, a round trip each).
+func newKeeper(leases func(ctx context.Context) etcdserverpb.LeaseClient) *keeper {
 	k := &keeper{}
 	for range keeperStreams {
 		k.streams = append(k.streams, &keepStream{leases: leases, waiting: map[int64][]chan keepAnswer{}})
@@ -50,7 +53,7 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64,
 
 // keepStream is one of a keeper's streams.
 type keepStream struct {
-	leases etcdserverpb.LeaseClient
+	leases func(ctx context.Context) etcdserverpb.LeaseClient
 	sendMu sync.Mutex // one Send at a time
 
 	mu      sync.Mutex
@@ -76,7 +79,7 @@ func (k *keepStream) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (in
 	if k.stream == nil {
 		// The stream outlives any one call: it ends only when it breaks.
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		st, err := k.leases.LeaseKeepAlive(sctx)
+		st, err := k.leases(ctx).LeaseKeepAlive(sctx)
 		if err != nil {
 			cancel()
 			k.mu.Unlock()
