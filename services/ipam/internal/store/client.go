@@ -69,14 +69,8 @@ func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
 	}
 	cfg.Context = nil
-	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection())}
-	balanced := etcdserverpb.NewLeaseClient(c.ActiveConnection())
-	cl.keeper = newKeeper(func(ctx context.Context) etcdserverpb.LeaseClient {
-		if m := cl.leaderMember(ctx); m != nil {
-			return m.lease
-		}
-		return balanced
-	})
+	leases := etcdserverpb.NewLeaseClient(c.ActiveConnection())
+	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection()), keeper: newKeeper(func(context.Context) etcdserverpb.LeaseClient { return leases })}
 	cl.initLeaderState(cfg)
 	return cl, nil
 }

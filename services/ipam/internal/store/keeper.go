@@ -35,8 +35,7 @@ type keeper struct {
 const keeperStreams = 16
 
 // newKeeper returns a keeper whose streams open on the lease service leases
-// returns then: the etcd leader's where it is known (a follower forwards
-// each renewal to the leader, a round trip each).
+// returns then (the balanced connection's).
 func newKeeper(leases func(ctx context.Context) etcdserverpb.LeaseClient) *keeper {
 	k := &keeper{}
 	for range keeperStreams {
