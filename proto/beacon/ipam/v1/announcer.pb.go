@@ -350,8 +350,14 @@ type SubscribeHello struct {
 	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The node's interfaces.
 	Interfaces []*NetworkInterface `protobuf:"bytes,4,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
-	// Resume after this token from an earlier stream instead of starting with
-	// a snapshot.
+	// The resume_token of the last plan message of an earlier stream, when
+	// the announcer holds the plan it came with (empty: none). If the node's
+	// plan has not changed since, any IPAM replica answers with an empty
+	// `change` (the announcer is current) instead of a `snapshot`, and the
+	// node keeps its registration's lease. A token that is unknown, stale or
+	// malformed is never an error: the stream starts with a snapshot. The
+	// token is opaque to the announcer: it names a plan (a digest of it), and
+	// grants nothing.
 	ResumeToken   string `protobuf:"bytes,5,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1328,7 +1334,9 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Snapshot
 	//	*SubscribeResponse_Change
 	Body isSubscribeResponse_Body `protobuf_oneof:"body"`
-	// Pass this in the hello of a new stream to resume after this message.
+	// Set on every message with a body: the token of the plan the announcer
+	// holds once it has applied this message. Pass the last one in the hello
+	// of a new stream to resume with that plan (SubscribeHello.resume_token).
 	ResumeToken string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	// How often to send heartbeats; the IPAM ends the session after three
 	// missed ones.
@@ -1425,7 +1433,12 @@ type SubscribeResponse_Snapshot struct {
 }
 
 type SubscribeResponse_Change struct {
-	// A change to the plan.
+	// A change to the plan. The first plan message of a stream whose hello
+	// carried a resume_token may be an empty change instead of a snapshot:
+	// the plan the announcer holds is current, and heartbeat
+	// acknowledgements from then on grant rights for it as they would for a
+	// snapshot. An announcer that sent no resume_token ignores any change
+	// before its snapshot.
 	Change *PlanChange `protobuf:"bytes,2,opt,name=change,proto3,oneof"`
 }
 

@@ -8,8 +8,15 @@
 // for the plan sent so far until valid_for after that heartbeat was sent
 // (on this node's monotonic clock). A session's acknowledgements count only
 // once its snapshot has arrived, so a reconnected node never extends its old
-// plan's right with the new session's word. On its way out the client gives
-// the right up before it closes its stream.
+// plan's right with the new session's word, unless the node resumed: it
+// sends the resume token of the plan it holds, and the IPAM's empty change
+// in answer vouches for that very plan as a snapshot would. On its way out
+// the client gives the right up before it closes its stream.
+//
+// Reconnects back off with jitter (each wait drawn from a quarter of the
+// backoff to all of it, the first within 100 ms, at most 250 ms apart
+// while the node holds its plan), so that the nodes of a replica that died
+// do not all arrive at the next one at once.
 //
 // When it has been cut off from every IPAM for longer than the grace period
 // it also says so (Update.Lost), so that the node drops its L2 addresses
@@ -143,13 +150,14 @@ func (c *Client) nudge() {
 // Run keeps a session open until ctx is done.
 func (c *Client) Run(ctx context.Context) error {
 	var plan *Plan
+	var token string       // the IPAM's resume token for plan ("": none)
 	var cutOff time.Time   // when the IPAM was last heard from, once cut off; zero while connected
 	var heard atomic.Int64 // unix nanoseconds of the last message from the IPAM
 	lost := false
-	backoff := 50 * time.Millisecond
+	backoff := firstBackoff
 	for attempt := 0; ; attempt++ {
 		conn := c.conns[attempt%len(c.conns)]
-		err := c.session(ctx, conn, plan, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan) uint64 {
+		err := c.session(ctx, conn, plan, token, func() { heard.Store(time.Now().UnixNano()) }, func(p *Plan, tok string) uint64 {
 			// Only a change of L2 addresses makes a new generation: a right
 			// granted for a plan that differs from the installed one in its
 			// routes alone counts at once, so a slow BGP apply never holds
@@ -158,8 +166,8 @@ func (c *Client) Run(ctx context.Context) error {
 			if plan == nil || gen == 0 || !sameL2(plan.L2, p.L2) {
 				gen = c.gen.Add(1)
 			}
-			plan, cutOff, lost = p, time.Time{}, false
-			backoff = 50 * time.Millisecond
+			plan, token, cutOff, lost = p, tok, time.Time{}, false
+			backoff = firstBackoff
 			c.publish(Update{Plan: p, Gen: gen})
 			return gen
 		})
@@ -177,8 +185,11 @@ func (c *Client) Run(ctx context.Context) error {
 				cutOff = time.Unix(0, h)
 			}
 		}
-		c.logger.WarnContext(ctx, "IPAM session ended; reconnecting", "error", err, "backoff", backoff)
-		wait := backoff + rand.N(backoff/2+1)
+		// Jittered: the nodes of a replica that died all notice at once,
+		// and spread their reconnects over the whole backoff rather than
+		// arriving together at the next replica.
+		wait := jitter(backoff)
+		c.logger.WarnContext(ctx, "IPAM session ended; reconnecting", "error", err, "wait", wait)
 		if !lost && plan != nil {
 			wait = min(wait, max(time.Until(cutOff.Add(c.opts.Grace)), 0))
 		}
@@ -196,7 +207,8 @@ func (c *Client) Run(ctx context.Context) error {
 		// replica that comes back, or another one, is tried at least every
 		// 250 ms: the node answers L2 only once a replica has confirmed its
 		// plan, and a replica's farewell right lasts only as long as its
-		// lease. Refused connections are cheap; the jitter spreads a fleet.
+		// lease. Refused connections are cheap; the jitter spreads a fleet
+		// (each wait is at most the backoff, so never above 250 ms here).
 		limit := c.opts.MaxBackoff
 		if !lost && plan != nil {
 			limit = min(limit, fastRetry)
@@ -208,7 +220,13 @@ func (c *Client) Run(ctx context.Context) error {
 // session runs one subscription until it breaks. When ctx ends, the node's
 // rights are closed before the stream is: the IPAM moves the addresses of a
 // node that closed its stream at once.
-func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, heard func(), got func(*Plan) uint64) error {
+//
+// A node that holds a plan sends the resume token that came with it: the
+// IPAM then answers with an empty change instead of a snapshot when the
+// node's plan has not changed (see SubscribeHello.resume_token), and that
+// change confirms the plan the node holds for this session's rights as a
+// snapshot would.
+func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, last *Plan, token string, heard func(), got func(*Plan, string) uint64) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -223,6 +241,10 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 	c.mu.Lock()
 	hello := &ipamv1.SubscribeHello{Parent: "tenants/" + c.id.Tenant, Node: c.id.Node, Labels: c.id.Labels, Interfaces: c.interfaces}
 	c.mu.Unlock()
+	resuming := last != nil && token != ""
+	if resuming {
+		hello.ResumeToken = token
+	}
 	var sendMu sync.Mutex
 	send := func(m *ipamv1.SubscribeRequest) error {
 		sendMu.Lock()
@@ -263,22 +285,29 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 					c.opts.Rights.Grant(gen, sent.Add(ack.GetValidFor().AsDuration()))
 				}
 			}
+			first := gen == 0
 			switch {
 			case resp.GetSnapshot() != nil:
 				plan = snapshot(resp.GetSnapshot())
-				// Ask for a right for the new plan at once rather than at
-				// the next tick: after a reconnect the node answers only
-				// once it has one.
-				select {
-				case beatNow <- struct{}{}:
-				default:
-				}
-			case resp.GetChange() != nil && plan != nil:
+			case resp.GetChange() != nil && plan != nil && (!first || resuming):
+				// Before this session's first snapshot, a change (the
+				// empty one that says the node is current) is taken only
+				// when the node resumed: it applies to the plan whose
+				// token the node sent.
 				plan = plan.apply(resp.GetChange())
 			default:
 				continue
 			}
-			gen = got(plan)
+			if first {
+				// Ask for a right for the plan at once rather than at the
+				// next tick: after a reconnect the node answers only once
+				// it has one.
+				select {
+				case beatNow <- struct{}{}:
+				default:
+				}
+			}
+			gen = got(plan, resp.GetResumeToken())
 		}
 	}()
 	err = <-errs
@@ -289,6 +318,17 @@ func (c *Client) session(ctx context.Context, conn grpc.ClientConnInterface, las
 // fastRetry caps the backoff between reconnects while the node still holds
 // its plan.
 const fastRetry = 250 * time.Millisecond
+
+// firstBackoff is the backoff of the first reconnect after a session
+// that delivered a plan.
+const firstBackoff = 100 * time.Millisecond
+
+// jitter returns a wait drawn evenly from [backoff/4, backoff]: at least a
+// little, never more than the backoff.
+func jitter(backoff time.Duration) time.Duration {
+	lo := backoff / 4
+	return lo + rand.N(backoff-lo+1)
+}
 
 // beats remembers when each heartbeat of a session was sent, until the IPAM
 // acknowledges it or a later one.

@@ -25,6 +25,12 @@ type fakeIPAM struct {
 	hellos chan *ipamv1.SubscribeHello
 	status chan *ipamv1.AnnouncerStatus
 	beats  atomic.Int64
+	// token goes with the snapshot; with resume set, a hello carrying a
+	// token is answered with an empty change (the node is current) instead.
+	token  string
+	resume bool
+	// before is sent ahead of the first plan message.
+	before []*ipamv1.SubscribeResponse
 }
 
 func (f *fakeIPAM) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
@@ -47,9 +53,18 @@ func (f *fakeIPAM) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) err
 			}
 		}
 	}()
-	if err := stream.Send(&ipamv1.SubscribeResponse{Body: &ipamv1.SubscribeResponse_Snapshot{Snapshot: &ipamv1.Plan{
+	first := &ipamv1.SubscribeResponse{ResumeToken: f.token, Body: &ipamv1.SubscribeResponse_Snapshot{Snapshot: &ipamv1.Plan{
 		L2Addresses: []*ipamv1.PlanL2Address{{Address: "192.0.2.100"}},
-	}}}); err != nil {
+	}}}
+	if tok := m.GetHello().GetResumeToken(); f.resume && tok != "" {
+		first = &ipamv1.SubscribeResponse{ResumeToken: tok, Body: &ipamv1.SubscribeResponse_Change{Change: &ipamv1.PlanChange{}}}
+	}
+	for _, r := range f.before {
+		if err := stream.Send(r); err != nil {
+			return err
+		}
+	}
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	for {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
 )
@@ -32,12 +34,18 @@ type Hub struct {
 	// planned are the tenants' last plans, used by plan (Run's goroutine)
 	// only.
 	planned map[string]*planned
+	// recorded are the L2 owner records this replica committed that its
+	// state has not shown yet, by tenant and address ("" for a deletion):
+	// they are not written again while the watch catches up (see
+	// recordOwners). Only Run's goroutine and LeadOwners touch it.
+	recordedMu sync.Mutex
+	recorded   map[string]map[netip.Addr]string
 }
 
 // NewHub returns a Hub over a state.
 func NewHub(state *State, store Committer, logger *slog.Logger) *Hub {
 	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{},
-		planned: map[string]*planned{}}
+		planned: map[string]*planned{}, recorded: map[string]map[netip.Addr]string{}}
 }
 
 // Session is one subscribed node's view of its plan: what it was last sent
@@ -49,11 +57,14 @@ type Session struct {
 	mu     sync.Mutex
 	sent   *ipam.NodePlan
 	want   *ipam.NodePlan
-	synced bool // a snapshot was sent
+	synced bool // a snapshot was sent, or the node was found to hold its plan
 	// queue, when not empty, are the changes that lead from sent to want,
 	// as they were planned: handed out as they are, rather than diffing
 	// the two plans, which costs the size of the plan.
 	queue []step
+	// holds says whether the node holds a plan already (it resumed); nil
+	// once the first plan was handed out.
+	holds func(*ipam.NodePlan) bool
 	ready chan struct{}
 }
 
@@ -68,8 +79,14 @@ type step struct {
 const maxQueue = 64
 
 // Attach registers a subscribed node; its first plan is computed at once.
-func (h *Hub) Attach(tenant, node string) *Session {
-	s := &Session{Tenant: tenant, Node: node, ready: make(chan struct{}, 1)}
+func (h *Hub) Attach(tenant, node string) *Session { return h.AttachHolding(tenant, node, nil) }
+
+// AttachHolding registers a subscribed node that may hold its plan
+// already: when holds says the node's first plan is the one it holds, the
+// node is sent an empty change instead of a snapshot (and changes from
+// there on). holds may be nil.
+func (h *Hub) AttachHolding(tenant, node string, holds func(*ipam.NodePlan) bool) *Session {
+	s := &Session{Tenant: tenant, Node: node, holds: holds, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.sessions[tenant] == nil {
 		h.sessions[tenant] = map[*Session]struct{}{}
@@ -109,14 +126,19 @@ func (s *Session) setWant(p *ipam.NodePlan, d *planner.Delta, prev *ipam.NodePla
 
 // Next blocks until the node's plan differs from what it was sent, and
 // returns either the whole plan (the first time) or the change; ok is false
-// when ctx is done.
+// when ctx is done. The first time, a node that holds its plan already (see
+// AttachHolding) gets an empty change instead of the whole plan.
 func (s *Session) Next(ctx context.Context) (snapshot *ipam.NodePlan, change *planner.Delta, ok bool) {
 	for {
 		s.mu.Lock()
 		if s.want != nil && !s.synced {
 			s.sent, s.synced, s.queue = s.want, true, nil
-			p := s.want
+			p, holds := s.want, s.holds
+			s.holds = nil
 			s.mu.Unlock()
+			if holds != nil && holds(p) {
+				return nil, &planner.Delta{}, true
+			}
 			return p, nil, true
 		}
 		if s.synced && s.want != s.sent && len(s.queue) > 0 {
@@ -202,7 +224,7 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 	case lead && u.in != nil:
 		err = h.recordOwners(ctx, tenant, u.in, u.revs)
 	case lead:
-		err = h.commitOwners(ctx, u.owners)
+		err = h.commitOwners(ctx, tenant, u.owners, func(addr netip.Addr) (string, bool) { return h.state.recordedOwner(tenant, addr) })
 	}
 	if len(sessions) == 0 {
 		return err
@@ -268,78 +290,99 @@ func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool)
 	return &ipam.NodePlan{}, true
 }
 
-// recordOwners commits the L2 owners the planner chooses where they differ
-// from the recorded ones, each conditional on the record it replaces.
+// Owner records are committed in chunks of ownerChunk, ownerWriters at a
+// time. A chunk is one record's condition and write per address, so two
+// chunks fit one etcd transaction at etcd's default --max-txn-ops of 128
+// (the store merges queued chunks into transactions as large as its
+// MaxOps allows); several transactions in flight let etcd put many into
+// one raft round and one fsync (see docs/performance.md, "Reconnects and
+// L2 moves": a node holding 10,000 addresses dies). Chunks hold distinct
+// addresses, so their order does not matter; each record stays conditional
+// on the one it replaces, so a replica that lost the election writes
+// nothing.
+const (
+	ownerChunk   = 64
+	ownerWriters = 32
+)
+
+// ownerWrite is one owner record to write, conditional on the record at
+// rev it replaces (0: none): node "" deletes it.
+type ownerWrite struct {
+	addr netip.Addr
+	node string
+	rev  int64
+}
+
+// recordOwners commits the L2 owners the planner chooses for the whole
+// tenant where they differ from the recorded ones (a full plan).
 func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input, revs map[netip.Addr]int64) error {
 	want := planner.L2Owners(in)
-	var ch ipam.Change
+	var writes []ownerWrite
 	for addr, node := range want {
-		if in.L2Owners[addr] == node {
-			continue
+		if in.L2Owners[addr] != node {
+			writes = append(writes, ownerWrite{addr, node, revs[addr]})
 		}
-		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
-		ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
 	}
 	for addr := range in.L2Owners {
-		if _, ok := want[addr]; ok {
-			continue
+		if _, ok := want[addr]; !ok {
+			writes = append(writes, ownerWrite{addr, "", revs[addr]})
 		}
-		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: revs[addr]})
-		ch.Deletes = append(ch.Deletes, ref)
 	}
-	for len(ch.Conds) > 0 {
-		n := min(len(ch.Conds), 100)
-		part := ipam.Change{Conds: ch.Conds[:n]}
-		for _, p := range ch.Puts {
-			if containsRef(part.Conds, p.Ref) {
-				part.Puts = append(part.Puts, p)
-			}
-		}
-		for _, r := range ch.Deletes {
-			if containsRef(part.Conds, r) {
-				part.Deletes = append(part.Deletes, r)
-			}
-		}
-		if _, _, err := h.store.Commit(ctx, part); err != nil {
-			return err
-		}
-		ch.Conds = ch.Conds[n:]
-	}
-	return nil
+	return h.commitOwners(ctx, tenant, writes, func(addr netip.Addr) (string, bool) {
+		node, ok := in.L2Owners[addr]
+		return node, ok
+	})
 }
 
-// commitOwners commits L2 owner records, 100 at a time.
-func (h *Hub) commitOwners(ctx context.Context, ch ipam.Change) error {
-	for len(ch.Conds) > 0 {
-		n := min(len(ch.Conds), 100)
-		part := ipam.Change{Conds: ch.Conds[:n]}
-		for _, p := range ch.Puts {
-			if containsRef(part.Conds, p.Ref) {
-				part.Puts = append(part.Puts, p)
-			}
-		}
-		for _, r := range ch.Deletes {
-			if containsRef(part.Conds, r) {
-				part.Deletes = append(part.Deletes, r)
-			}
-		}
-		if _, _, err := h.store.Commit(ctx, part); err != nil {
-			return err
-		}
-		ch.Conds = ch.Conds[n:]
-	}
-	return nil
-}
-
-func containsRef(cs []ipam.Cond, r ipam.Ref) bool {
-	for _, c := range cs {
-		if c.Ref == r {
-			return true
+// commitOwners commits owner records, each conditional on the record it
+// replaces; shown says what the replica's state shows for an address.
+// Records this replica committed that have not come back through the watch
+// yet are not written again (they would only fail their condition, and
+// load etcd while it is busiest).
+func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWrite, shown func(netip.Addr) (string, bool)) error {
+	h.recordedMu.Lock()
+	pending := h.recorded[tenant]
+	for addr, node := range pending {
+		if cur, ok := shown(addr); cur == node && ok == (node != "") {
+			delete(pending, addr) // the state shows it
 		}
 	}
-	return false
+	writes = slices.DeleteFunc(writes, func(w ownerWrite) bool {
+		p, ok := pending[w.addr]
+		return ok && p == w.node
+	})
+	h.recordedMu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ownerWriters)
+	for len(writes) > 0 {
+		chunk := writes[:min(len(writes), ownerChunk)]
+		writes = writes[len(chunk):]
+		g.Go(func() error {
+			var ch ipam.Change
+			for _, w := range chunk {
+				ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + w.addr.String()}
+				ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: w.rev})
+				if w.node == "" {
+					ch.Deletes = append(ch.Deletes, ref)
+				} else {
+					ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: w.addr, Node: w.node}})
+				}
+			}
+			if _, _, err := h.store.Commit(gctx, ch); err != nil {
+				return err
+			}
+			h.recordedMu.Lock()
+			defer h.recordedMu.Unlock()
+			if h.recorded[tenant] == nil {
+				h.recorded[tenant] = map[netip.Addr]string{}
+			}
+			for _, w := range chunk {
+				h.recorded[tenant][w.addr] = w.node
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // LeadOwners makes this replica the one that records L2 owners until ctx
@@ -347,6 +390,8 @@ func containsRef(cs []ipam.Cond, r ipam.Ref) bool {
 func (h *Hub) LeadOwners(ctx context.Context) error {
 	h.leader.Store(true)
 	defer h.leader.Store(false)
+	h.forgetRecorded()
+	defer h.forgetRecorded()
 	h.logger.InfoContext(ctx, "recording L2 owners for the fleet")
 	h.state.markAll()
 	<-ctx.Done()
@@ -365,6 +410,14 @@ func gainsL2Delta(old *ipam.NodePlan, d *planner.Delta) bool {
 		}
 	}
 	return false
+}
+
+// forgetRecorded forgets the records this replica committed: another
+// replica may write the records while this one does not lead.
+func (h *Hub) forgetRecorded() {
+	h.recordedMu.Lock()
+	clear(h.recorded)
+	h.recordedMu.Unlock()
 }
 
 // gainsL2 reports whether plan next answers for an address old does not.

@@ -30,7 +30,7 @@ type update struct {
 	revs map[netip.Addr]int64
 	// owners, computed incrementally on the elected replica, are the L2
 	// owner records to write.
-	owners ipam.Change
+	owners []ownerWrite
 }
 
 // fullBatch is how many changed allocations and owners, beyond a quarter
@@ -86,30 +86,23 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 			o, ok := t.owners[addr]
 			return o.node, ok
 		})
-		u.owners = ownerChange(tenant, want, t.owners)
+		u.owners = ownerChange(want, t.owners)
 	}
 	return p, u
 }
 
 // ownerChange returns the writes that record the owners in want ("": no
-// owner) where they differ from the recorded ones, each conditional on the
-// record it replaces.
-func ownerChange(tenant string, want map[netip.Addr]string, recorded map[netip.Addr]ownerEntry) ipam.Change {
-	var ch ipam.Change
+// owner) where they differ from the recorded ones.
+func ownerChange(want map[netip.Addr]string, recorded map[netip.Addr]ownerEntry) []ownerWrite {
+	var writes []ownerWrite
 	for addr, node := range want {
 		cur, ok := recorded[addr]
 		if ok && cur.node == node || !ok && node == "" {
 			continue
 		}
-		ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + addr.String()}
-		ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: cur.rev})
-		if node == "" {
-			ch.Deletes = append(ch.Deletes, ref)
-		} else {
-			ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: addr, Node: node}})
-		}
+		writes = append(writes, ownerWrite{addr, node, cur.rev})
 	}
-	return ch
+	return writes
 }
 
 // dropBatch forgets a tenant's batch: its plans are not kept (no session

@@ -556,3 +556,16 @@ func (s *State) nodesOf(tenant string) []*ipam.Node {
 	}
 	return values(t.nodes)
 }
+
+// recordedOwner returns the node recorded as an address's L2 owner, as this
+// replica's state shows it.
+func (s *State) recordedOwner(tenant string, addr netip.Addr) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenants[tenant]
+	if t == nil {
+		return "", false
+	}
+	o, ok := t.owners[addr]
+	return o.node, ok
+}

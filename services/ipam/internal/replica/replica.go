@@ -45,6 +45,11 @@ type Options struct {
 	Heartbeat time.Duration
 }
 
+// ownerWorkers is how many transactions of L2 owner records may be in
+// flight at once; the hub queues more chunks than that, which the store
+// merges into transactions as large as etcd allows.
+const ownerWorkers = 8
+
 // leaser adapts the store's leases to the server's interface.
 type leaser struct{ st *store.Store }
 
@@ -52,9 +57,14 @@ func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (server.NodeL
 	return l.st.GrantLease(ctx, ttl)
 }
 
+func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (server.NodeLease, error) {
+	return l.st.AdoptLease(ctx, r, value)
+}
+
 // Replica is one IPAM replica.
 type Replica struct {
 	store    *store.Store
+	owners   *store.Store
 	index    *index.Index
 	fleet    *fleet.State
 	hub      *fleet.Hub
@@ -75,7 +85,13 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		observePools(opts.Meter, idx, logger)
 	}
 	fs := fleet.NewState()
-	hub := fleet.NewHub(fs, st, logger)
+	// The L2 owner records the elected replica writes when a node dies
+	// go through a store of their own with several transactions in
+	// flight (see fleet's recordOwners): the many owner records of one
+	// node are committed together, not behind one another, and the
+	// allocation commits keep their own pure group commit.
+	owners := store.New(client, logger, store.Options{Workers: ownerWorkers, CallTimeout: opts.EtcdCallTimeout})
+	hub := fleet.NewHub(fs, owners, logger)
 	// The watch may skip decoding only what the index holds and the fleet
 	// view does not need: claims, holds and guards.
 	known := func(r ipam.Ref, rev int64) bool {
@@ -85,6 +101,7 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	_, _ = rand.Read(id[:])
 	return &Replica{
 		store:    st,
+		owners:   owners,
 		index:    idx,
 		fleet:    fs,
 		hub:      hub,
@@ -131,6 +148,7 @@ func (r *Replica) StopStreams() { r.server.StopStreams() }
 func (r *Replica) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.store.Run(ctx) })
+	g.Go(func() error { return r.owners.Run(ctx) })
 	g.Go(func() error { return r.follower.Run(ctx, r.rev) })
 	g.Go(func() error { return r.alloc.RunExpiry(ctx) })
 	g.Go(func() error { return r.hub.Run(ctx) })

@@ -35,8 +35,8 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 // hubFeed feeds sessions their plans from the fleet's hub.
 type hubFeed struct{ hub *fleet.Hub }
 
-func (f hubFeed) Subscribe(tenant, node string) (subscription.Plans, func()) {
-	sess := f.hub.Attach(tenant, node)
+func (f hubFeed) Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool) (subscription.Plans, func()) {
+	sess := f.hub.AttachHolding(tenant, node, holds)
 	return sess, func() { f.hub.Detach(sess) }
 }
 
@@ -77,6 +77,9 @@ func (a *announcerStream) Recv() (subscription.Message, error) {
 		// session checks that); a later one is ignored.
 		if hello := msg.GetHello(); hello != nil {
 			out.Hello = helloFromProto(&fes, hello)
+			// Never refused: a token this replica cannot use gets the
+			// node a snapshot (see subscription.Token).
+			out.ResumeToken = hello.GetResumeToken()
 		}
 		return out, fes.Err()
 	}
@@ -107,7 +110,7 @@ func helloFromProto(fes *ipam.FieldErrors, hello *ipamv1.SubscribeHello) *ipam.N
 }
 
 func (a *announcerStream) SendUpdate(u subscription.Update) error {
-	resp := &ipamv1.SubscribeResponse{HeartbeatInterval: durationpb.New(a.s.heartbeat), ResumeToken: "s"}
+	resp := &ipamv1.SubscribeResponse{HeartbeatInterval: durationpb.New(a.s.heartbeat), ResumeToken: u.Token}
 	known := func(addr netip.Addr) bool {
 		return a.s.fleet != nil && a.s.fleet.Known(u.Tenant, u.Node, addr)
 	}

@@ -29,6 +29,9 @@ type Client struct {
 	// is set once etcd refused RangeStream (before 3.7). See scan.
 	kvServer etcdserverpb.KVServer
 	noStream atomic.Bool
+	// keeper sends the leases' keep-alives (nil: clientv3's, a stream
+	// each).
+	keeper *keeper
 	// With several endpoints, transactions go to the leader's (leader.go).
 	leaderState
 }
@@ -72,7 +75,8 @@ func Dial(ctx context.Context, dc DialConfig) (*Client, error) {
 		return nil, fmt.Errorf("store: connect to etcd %v: %w: %w", dc.Endpoints, ipam.ErrUnavailable, err)
 	}
 	cfg.Context = nil
-	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection())}
+	leases := etcdserverpb.NewLeaseClient(c.ActiveConnection())
+	cl := &Client{etcd: c, kv: etcdserverpb.NewKVClient(c.ActiveConnection()), keeper: newKeeper(func(context.Context) etcdserverpb.LeaseClient { return leases })}
 	cl.initLeaderState(cfg)
 	return cl, nil
 }

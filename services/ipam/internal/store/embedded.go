@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
@@ -173,6 +174,9 @@ func (e *Embedded) Client() *Client {
 		etcd:     v3client.New(e.etcd.Server),
 		kv:       adapter.KvServerToKvClient(kv),
 		kvServer: kv,
+		keeper: newKeeper(func(context.Context) etcdserverpb.LeaseClient {
+			return adapter.LeaseServerToLeaseClient(v3rpc.NewQuotaLeaseServer(e.etcd.Server))
+		}),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,17 @@ type Lease struct {
 	id         clientv3.LeaseID
 	ttl        time.Duration
 	aliveUntil atomic.Pointer[time.Time]
+
+	// written is the revision of this holder's last write of each key it
+	// wrote (see Revoke).
+	writtenMu sync.Mutex
+	written   map[string]int64
 }
+
+// errTakenOver is returned by Revoke when another holder wrote one of the
+// lease's keys since this one last did: the lease is left alone. It wraps
+// ipam.ErrConflict.
+var errTakenOver = fmt.Errorf("store: the lease's keys were written by another holder since: lease left to it: %w", ipam.ErrConflict)
 
 // GrantLease grants a lease of at least ttl (etcd counts whole seconds).
 func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, error) {
@@ -44,6 +55,93 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, erro
 	until := sent.Add(l.ttl)
 	l.aliveUntil.Store(&until)
 	return l, nil
+}
+
+// AdoptLease takes over the lease that r is tied to, kept alive so far by
+// another holder (a session on another replica, which died or stopped):
+// it renews the lease once, then writes value under r tied to it, on the
+// condition that r was not written since it was read. It returns
+// ipam.ErrNotFound when there is nothing to adopt: r does not exist, is tied
+// to no lease, its lease is gone, or r was written in between (then the
+// caller grants a lease of its own). No lease is granted: a replica that
+// takes over the sessions of one that died costs etcd no grants.
+//
+// The holder it was taken from revokes it only if r is still as it last
+// wrote it (see Revoke): after the adoption it is not.
+func (s *Store) AdoptLease(ctx context.Context, r ipam.Ref, value any) (*Lease, error) {
+	b, err := encode(r.Kind, value)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	k := key(r)
+	got, err := s.client.Get(ctx, k)
+	if err != nil {
+		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	if len(got.Kvs) == 0 || got.Kvs[0].Lease == 0 {
+		return nil, fmt.Errorf("store: adopt lease of %s: %w", k, ipam.ErrNotFound)
+	}
+	kv := got.Kvs[0]
+	id := clientv3.LeaseID(kv.Lease)
+	sent := time.Now()
+	ttl, err := s.keepAliveOnce(ctx, id)
+	if errors.Is(err, errKeeperStream) && ctx.Err() == nil {
+		// The shared stream broke under this call (a member died): once
+		// more on the next one.
+		sent = time.Now()
+		ttl, err = s.keepAliveOnce(ctx, id)
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl <= 0):
+		return nil, fmt.Errorf("store: adopt lease of %s: expired: %w", k, ipam.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(k, string(b), clientv3.WithLease(id))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("store: adopt lease of %s: written meanwhile: %w", k, ipam.ErrNotFound)
+	}
+	l := &Lease{s: s, id: id, ttl: time.Duration(ttl) * time.Second}
+	until := sent.Add(l.ttl)
+	l.aliveUntil.Store(&until)
+	l.wrote(k, resp.Header.Revision)
+	return l, nil
+}
+
+// keepAliveOnce renews lease id once and returns its TTL in seconds (0:
+// gone): over the connection's keeper, one stream for every lease.
+func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	if s.conn.keeper == nil {
+		resp, err := s.client.KeepAliveOnce(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		return resp.TTL, nil
+	}
+	return s.conn.keeper.keepAliveOnce(ctx, id)
+}
+
+// ID returns the lease's etcd ID (for tests and logs).
+func (l *Lease) ID() int64 { return int64(l.id) }
+
+// wrote records this holder's write of k at rev.
+func (l *Lease) wrote(k string, rev int64) {
+	l.writtenMu.Lock()
+	defer l.writtenMu.Unlock()
+	if l.written == nil {
+		l.written = make(map[string]int64)
+	}
+	if rev > l.written[k] {
+		l.written[k] = rev
+	}
 }
 
 // AliveUntil returns a time before which the lease cannot have expired
@@ -75,7 +173,7 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 		// One call waits at most a TTL: one stuck on a member that died
 		// must not use up the grace.
 		cctx, cancel := context.WithDeadline(ctx, earliest(l.AliveUntil().Add(grace), sent.Add(l.ttl)))
-		resp, err := l.s.client.KeepAliveOnce(cctx, l.id)
+		ttl, err := l.s.keepAliveOnce(cctx, l.id)
 		cancel()
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // the caller is done with the lease: err is its cancellation
@@ -83,8 +181,8 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return fmt.Errorf("store: lease lost: %w", err)
-		case err == nil && resp.TTL > 0:
-			until := sent.Add(time.Duration(resp.TTL) * time.Second)
+		case err == nil && ttl > 0:
+			until := sent.Add(time.Duration(ttl) * time.Second)
 			l.aliveUntil.Store(&until)
 		case err == nil:
 			return errors.New("store: lease lost: expired")
@@ -103,10 +201,33 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 	}
 }
 
-// Revoke ends the lease now, deleting every object tied to it.
+// Revoke ends the lease now, deleting every object tied to it, unless
+// another holder wrote one of the keys this one wrote since it last did
+// (it adopted the lease, see AdoptLease, or tied the key to a lease of its
+// own): then it deletes nothing, leaves the lease alone and returns
+// an error wrapping ipam.ErrConflict. The keys are deleted first, on that condition, in one
+// transaction, so that an adoption either comes before (and the deletion
+// does not happen) or finds nothing to adopt.
 func (l *Lease) Revoke(ctx context.Context) error {
 	ctx, cancel := l.s.bounded(ctx)
 	defer cancel()
+	l.writtenMu.Lock()
+	var cmps []clientv3.Cmp
+	var dels []clientv3.Op
+	for k, rev := range l.written {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
+		dels = append(dels, clientv3.OpDelete(k))
+	}
+	l.writtenMu.Unlock()
+	if len(cmps) > 0 {
+		resp, err := l.s.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+		if err != nil {
+			return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
+		}
+		if !resp.Succeeded {
+			return errTakenOver
+		}
+	}
 	if _, err := l.s.client.Revoke(ctx, l.id); err != nil {
 		return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
 	}
@@ -125,6 +246,7 @@ func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)
 	}
+	l.wrote(key(r), rev)
 	return rev, nil
 }
 
@@ -189,4 +311,20 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// LeaseIDs returns the IDs of every lease etcd holds (the scale
+// benchmarks count the leases granted across a replica's death with it).
+func (s *Store) LeaseIDs(ctx context.Context) ([]int64, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	resp, err := s.client.Leases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: list leases: %w: %w", ipam.ErrUnavailable, err)
+	}
+	ids := make([]int64, len(resp.Leases))
+	for i, l := range resp.Leases {
+		ids[i] = int64(l.ID)
+	}
+	return ids, nil
 }

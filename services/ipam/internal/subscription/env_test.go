@@ -29,6 +29,8 @@ type env struct {
 	nodes chan ipam.Event // every write and deletion of a node registration
 	// granted receives every lease granted, in order.
 	granted chan *recordedLease
+	// adopted receives every lease a resuming session took over.
+	adopted chan *recordedLease
 }
 
 func newEnv(t *testing.T) *env {
@@ -41,7 +43,7 @@ func newEnv(t *testing.T) *env {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	st := store.New(emb.Client(), logger, store.Options{})
-	e := &env{ctx: ctx, st: st, state: fleet.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100)}
+	e := &env{ctx: ctx, st: st, state: fleet.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100), adopted: make(chan *recordedLease, 100)}
 	hub := fleet.NewHub(e.state, st, logger)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -110,8 +112,8 @@ func (e *env) noNodeWrite(t *testing.T, d time.Duration) {
 // hubFeed feeds sessions their plans from the hub (as the server does).
 type hubFeed struct{ hub *fleet.Hub }
 
-func (f hubFeed) Subscribe(tenant, node string) (subscription.Plans, func()) {
-	s := f.hub.Attach(tenant, node)
+func (f hubFeed) Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool) (subscription.Plans, func()) {
+	s := f.hub.AttachHolding(tenant, node, holds)
 	return s, func() { f.hub.Detach(s) }
 }
 
@@ -127,6 +129,19 @@ func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (subscription
 	l.e.granted <- rl
 	return rl, nil
 }
+
+func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (subscription.Lease, error) {
+	sl, err := l.e.st.AdoptLease(ctx, r, value)
+	if err != nil {
+		return nil, err
+	}
+	rl := &recordedLease{Lease: sl}
+	l.e.adopted <- rl
+	return rl, nil
+}
+
+// id returns the etcd ID of a recorded lease.
+func (l *recordedLease) id() int64 { return l.Lease.(*store.Lease).ID() }
 
 // errInjected is a report write made to fail.
 var errInjected = errors.New("injected: etcd out of reach")

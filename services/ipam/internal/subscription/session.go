@@ -56,29 +56,45 @@ type Lease interface {
 	// AliveUntil is a time before which the lease cannot have expired
 	// unless revoked.
 	AliveUntil() time.Time
+	// Revoke ends the lease and the registration tied to it, unless the
+	// node's next session took the registration over since this one last
+	// wrote it: then it returns an error wrapping ipam.ErrConflict and
+	// leaves both alone.
 	Revoke(ctx context.Context) error
 	// Put writes a value under the lease: the node's registration and
 	// its reports.
 	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
 }
 
-// Leaser grants node leases.
+// Leaser grants node leases, or hands a resuming session the lease its
+// node's registration is tied to.
 type Leaser interface {
 	GrantLease(ctx context.Context, ttl time.Duration) (Lease, error)
+	// AdoptLease takes over the lease registration r is tied to, writing
+	// value under it, if r was not written since it was read; it returns an
+	// error wrapping ipam.ErrNotFound when there is no such lease to take
+	// over (see store.AdoptLease).
+	AdoptLease(ctx context.Context, r ipam.Ref, value any) (Lease, error)
 }
 
 // Plans yields one node's plan as it changes.
 type Plans interface {
 	// Next blocks until the node's plan differs from what it was sent,
-	// and returns either the whole plan (the first time) or the change;
-	// ok is false when ctx is done.
+	// and returns either the whole plan (the first time, unless the node
+	// holds it already: then an empty change) or the change; ok is false
+	// when ctx is done.
 	Next(ctx context.Context) (snapshot *ipam.NodePlan, change *planner.Delta, ok bool)
+	// Plan is the plan the node was last sent (or holds): the one Next
+	// last returned or confirmed.
+	Plan() *ipam.NodePlan
 }
 
 // Feed hands subscribed nodes their plans.
 type Feed interface {
-	// Subscribe attaches a node; detach forgets it.
-	Subscribe(tenant, node string) (plans Plans, detach func())
+	// Subscribe attaches a node; detach forgets it. holds, if not nil,
+	// says whether a plan is the one the node already holds (it resumes):
+	// the node is then sent no snapshot but an empty change.
+	Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool) (plans Plans, detach func())
 }
 
 // Message is one message of the announcer, converted and validated by the
@@ -88,6 +104,10 @@ type Message struct {
 	// Hello is the first message: the node's registration (Tenant, Name,
 	// Labels and Interfaces).
 	Hello *ipam.Node
+	// ResumeToken is the hello's resume token: what the node says it
+	// holds (see Token). Any value is accepted: one that does not match
+	// gets a snapshot.
+	ResumeToken string
 	// Heartbeat is a heartbeat; a numbered one is acknowledged.
 	Heartbeat *Heartbeat
 	// Status is the node's status report.
@@ -111,11 +131,14 @@ type Status struct {
 type Interfaces struct{ List []ipam.Interface }
 
 // Update is one plan message to the node: its whole plan (Snapshot, the
-// first time) or a change.
+// first time) or a change (an empty one, first, when the node resumed a
+// plan it holds). Token identifies the node's plan after it, for the node
+// to resume with (see Token).
 type Update struct {
 	Tenant, Node string
 	Snapshot     *ipam.NodePlan
 	Change       *planner.Delta
+	Token        string
 }
 
 // Ack acknowledges a numbered heartbeat and grants the node its L2 right
@@ -192,19 +215,21 @@ func (s *Session) Run(ctx context.Context) error {
 	}
 	h := first.Hello
 	s.node = &ipam.Node{Tenant: h.Tenant, Name: h.Name, Labels: h.Labels, Interfaces: h.Interfaces, Live: true, ConnectTime: time.Now()}
-	lease, err := s.cfg.Leaser.GrantLease(ctx, NodeLeaseTTL)
+	held, resuming := parseToken(first.ResumeToken)
+	lease, err := s.register(ctx, resuming)
 	if err != nil {
 		return err
 	}
 	granted := newRights(2*s.cfg.Heartbeat, lease)
 	var ended error // why the session ended, once it has
 	defer func() { s.release(ctx, lease, granted, ended) }()
-	if err := s.publish(ctx, lease); err != nil {
-		return err
+	var holds func(*ipam.NodePlan) bool
+	if resuming {
+		holds = func(p *ipam.NodePlan) bool { return digest(p) == held }
 	}
-	plans, detach := s.cfg.Feed.Subscribe(s.node.Tenant, s.node.Name)
+	plans, detach := s.cfg.Feed.Subscribe(s.node.Tenant, s.node.Name, holds)
 	defer detach()
-	s.cfg.Logger.InfoContext(ctx, "announcer subscribed", "tenant", s.node.Tenant, "node", s.node.Name)
+	s.cfg.Logger.InfoContext(ctx, "announcer subscribed", "tenant", s.node.Tenant, "node", s.node.Name, "resuming", resuming)
 
 	g, gctx := errgroup.WithContext(ctx)
 	beats := make(chan struct{}, 1)
@@ -239,6 +264,41 @@ func (s *Session) Run(ctx context.Context) error {
 	return ended
 }
 
+// register writes the node's registration under a lease: for a node that
+// resumes, the lease its registration is tied to already (a session on
+// another replica kept it alive until it died or stopped), so that a
+// replica's death costs etcd no lease grants; else, or when there is none
+// to take over, a new one. The lease found is the one of this node's own
+// registration, whatever the token says: a token names a plan, never a
+// lease.
+func (s *Session) register(ctx context.Context, resuming bool) (Lease, error) {
+	if resuming {
+		s.nodeMu.Lock()
+		lease, err := s.cfg.Leaser.AdoptLease(ctx, s.nodeRef(), s.node)
+		s.nodeMu.Unlock()
+		if err == nil {
+			return lease, nil
+		}
+		if !errors.Is(err, ipam.ErrNotFound) {
+			return nil, err
+		}
+		s.cfg.Logger.DebugContext(ctx, "no node lease to resume: granting one", "tenant", s.node.Tenant, "node", s.node.Name, "reason", err)
+	}
+	lease, err := s.cfg.Leaser.GrantLease(ctx, NodeLeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.publish(ctx, lease); err != nil {
+		s.release(ctx, lease, newRights(0, lease), err)
+		return nil, err
+	}
+	return lease, nil
+}
+
+func (s *Session) nodeRef() ipam.Ref {
+	return ipam.Ref{Kind: ipam.KindNode, ID: s.node.Tenant + "/" + s.node.Name}
+}
+
 // release ends the node's registration: the lease is revoked, after the
 // last L2 right granted has run out unless the node ended the session
 // itself, or left to expire when the replica is stopping.
@@ -260,7 +320,10 @@ func (s *Session) release(ctx context.Context, lease Lease, granted *rights, end
 		// its own stream gave its rights up first.
 		granted.wait(rctx)
 	}
-	if err := lease.Revoke(rctx); err != nil {
+	switch err := lease.Revoke(rctx); {
+	case errors.Is(err, ipam.ErrConflict):
+		s.cfg.Logger.InfoContext(ctx, "node lease taken over by the node's next session: left to it", "node", s.node.Name)
+	case err != nil:
 		s.cfg.Logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", s.node.Name, "error", err)
 	}
 }
@@ -269,7 +332,7 @@ func (s *Session) release(ctx context.Context, lease Lease, granted *rights, end
 func (s *Session) publish(ctx context.Context, lease Lease) error {
 	s.nodeMu.Lock()
 	defer s.nodeMu.Unlock()
-	_, err := lease.Put(ctx, ipam.Ref{Kind: ipam.KindNode, ID: s.node.Tenant + "/" + s.node.Name}, s.node)
+	_, err := lease.Put(ctx, s.nodeRef(), s.node)
 	return err
 }
 
@@ -412,7 +475,7 @@ func (s *Session) sendPlans(ctx context.Context, plans Plans) error {
 		if !ok {
 			return nil
 		}
-		u := Update{Tenant: s.node.Tenant, Node: s.node.Name, Snapshot: snap, Change: delta}
+		u := Update{Tenant: s.node.Tenant, Node: s.node.Name, Snapshot: snap, Change: delta, Token: Token(plans.Plan())}
 		if err := s.send(func() error { return s.stream.SendUpdate(u) }); err != nil {
 			return err
 		}
