@@ -49,7 +49,7 @@
 //     of allocation and L2 owner changes: O(1) per changed address through
 //     the caller's index of allocations by address, O(N·P) per changed
 //     prefix, O(A) only to find the allocations inside an aggregated
-//     prefix. This is what the IPAM runs per change (see fleet).
+//     prefix. This is what the IPAM runs per change (see package announce).
 //   - Diff and Apply: linear in the sizes of the plans and the delta;
 //     ApplyAll applies a route change that every node of a class sees once
 //     for the class.

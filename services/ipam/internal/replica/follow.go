@@ -1,6 +1,6 @@
 package replica
 
-// The follower keeps a replica's in-memory views (the index and the fleet
+// The follower keeps a replica's in-memory views (the index and the announcement
 // state) in step with etcd: it loads the whole state once, then applies the
 // watch, and loads again if the watch fell behind etcd's compaction.
 

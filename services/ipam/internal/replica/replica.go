@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/server"
@@ -63,16 +63,16 @@ func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (server.N
 
 // Replica is one IPAM replica.
 type Replica struct {
-	store    *store.Store
-	owners   *store.Store
-	index    *index.Index
-	fleet    *fleet.State
-	hub      *fleet.Hub
-	follower *Follower
-	alloc    *allocator.Allocator
-	server   *server.Server
-	id       string
-	rev      int64
+	store     *store.Store
+	owners    *store.Store
+	index     *index.Index
+	announced *announce.State
+	hub       *announce.Hub
+	follower  *Follower
+	alloc     *allocator.Allocator
+	server    *server.Server
+	id        string
+	rev       int64
 }
 
 // New assembles a replica. Call Load, then Run, then register it on a gRPC
@@ -84,15 +84,15 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	if opts.Meter != nil {
 		observePools(opts.Meter, idx, logger)
 	}
-	fs := fleet.NewState()
+	fs := announce.NewState()
 	// The L2 owner records the elected replica writes when a node dies
 	// go through a store of their own with several transactions in
-	// flight (see fleet's recordOwners): the many owner records of one
+	// flight (see announce.Hub.recordOwners): the many owner records of one
 	// node are committed together, not behind one another, and the
 	// allocation commits keep their own pure group commit.
 	owners := store.New(client, logger, store.Options{Workers: ownerWorkers, CallTimeout: opts.EtcdCallTimeout})
-	hub := fleet.NewHub(fs, owners, logger)
-	// The watch may skip decoding only what the index holds and the fleet
+	hub := announce.NewHub(fs, owners, logger)
+	// The watch may skip decoding only what the index holds and the announcement state
 	// view does not need: claims, holds and guards.
 	known := func(r ipam.Ref, rev int64) bool {
 		return (r.Kind == ipam.KindClaim || r.Kind == ipam.KindHold || r.Kind == ipam.KindShare || r.Kind == ipam.KindTenantGuard) && idx.Known(r, rev)
@@ -100,15 +100,15 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return &Replica{
-		store:    st,
-		owners:   owners,
-		index:    idx,
-		fleet:    fs,
-		hub:      hub,
-		follower: newFollower(st, logger, known, idx, fs),
-		alloc:    alloc,
+		store:     st,
+		owners:    owners,
+		index:     idx,
+		announced: fs,
+		hub:       hub,
+		follower:  newFollower(st, logger, known, idx, fs),
+		alloc:     alloc,
 		server: server.New(server.Deps{
-			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Fleet: fs, Heartbeat: opts.Heartbeat,
+			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
 		}, logger),
 		id: hex.EncodeToString(id[:]),
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
@@ -68,7 +68,7 @@ func (h *hits) wait(ctx context.Context, addr netip.Addr, want int, limit time.D
 // consume plays an announcer on an in-memory session: it takes every
 // snapshot and change, counting the addresses changes name; synced is
 // closed at the first snapshot.
-func consume(ctx context.Context, s *fleet.Session, h *hits, synced chan<- struct{}) {
+func consume(ctx context.Context, s *announce.Session, h *hits, synced chan<- struct{}) {
 	first := true
 	for {
 		snap, d, ok := s.Next(ctx)
@@ -121,7 +121,7 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { _ = st.Run(ctx) })
 
-	state := fleet.NewState()
+	state := announce.NewState()
 	events, rev, err := st.LoadState(ctx)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 	state.Replace(events, rev)
 	events = nil //nolint:ineffassign,wastedassign // let the collector have them
 	wg.Go(func() { _ = st.WatchState(ctx, rev, nil, state.Apply) })
-	hub := fleet.NewHub(state, st, logger)
+	hub := announce.NewHub(state, st, logger)
 	wg.Go(func() { _ = hub.Run(ctx) })
 	wg.Go(func() { _ = hub.LeadOwners(ctx) })
 

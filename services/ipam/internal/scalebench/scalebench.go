@@ -2,7 +2,6 @@ package scalebench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -51,9 +50,6 @@ func Parts() []string {
 	}
 	return names
 }
-
-// errNotBuilt is returned by a part that does not exist yet.
-var errNotBuilt = errors.New("not built yet")
 
 // Run runs every part (or those in cfg.Only) and returns their figures.
 func Run(ctx context.Context, cfg Config) ([]bench.Figure, error) {

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -24,10 +24,10 @@ type allocationService struct {
 // render converts an allocation and adds which nodes report announcing it.
 func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Allocation {
 	out := allocationToProto(al, rev)
-	if a.s.fleet == nil {
+	if a.s.announced == nil {
 		return out
 	}
-	for _, an := range a.s.fleet.AnnouncementsOf(al.Tenant, out.GetAddresses()) {
+	for _, an := range a.s.announced.AnnouncementsOf(al.Tenant, out.GetAddresses()) {
 		p := ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_L2
 		if an.BGP {
 			p = ipamv1.AnnouncementProtocol_ANNOUNCEMENT_PROTOCOL_BGP
@@ -37,7 +37,7 @@ func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Alloc
 			Address: an.Addr,
 		})
 	}
-	for _, c := range a.s.fleet.ConflictsOf(al.Tenant, out.GetAddresses()) {
+	for _, c := range a.s.announced.ConflictsOf(al.Tenant, out.GetAddresses()) {
 		out.Conditions = append(out.Conditions, conflictCondition(al.Tenant, c))
 	}
 	return out
@@ -47,7 +47,7 @@ func (a *allocationService) render(al *ipam.Allocation, rev int64) *ipamv1.Alloc
 // uses one of an allocation's L2 addresses.
 const conditionConflict = "Conflict"
 
-func conflictCondition(tenant string, c fleet.Conflict) *ipamv1.AllocationCondition {
+func conflictCondition(tenant string, c announce.Conflict) *ipamv1.AllocationCondition {
 	msg := fmt.Sprintf("another host (MAC %s) uses %s on %s's %s: the node does not answer for it there until it is free", c.MAC, c.Addr, c.Node, c.Interface)
 	if !c.BeforeAnswering {
 		msg = fmt.Sprintf("another host (MAC %s) claimed %s on %s's %s, which answers for it and defends it", c.MAC, c.Addr, c.Node, c.Interface)

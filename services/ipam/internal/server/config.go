@@ -63,14 +63,14 @@ func (k *configKind[P, D]) validID(id string) (bool, string) {
 // one, from the planner's warnings about it: each warning becomes a
 // condition of type "Ready" with status false.
 func (s *Server) withConditions(m proto.Message, tenant, collection, id string) {
-	if s.fleet == nil {
+	if s.announced == nil {
 		return
 	}
 	fd := m.ProtoReflect().Descriptor().Fields().ByName("conditions")
 	if fd == nil {
 		return
 	}
-	ws := s.fleet.Warnings(tenant)[collection+"/"+id]
+	ws := s.announced.Warnings(tenant)[collection+"/"+id]
 	if len(ws) == 0 {
 		return
 	}

@@ -16,7 +16,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/access"
 	"github.com/beaconlb/beacon/services/ipam/internal/allocator"
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
@@ -74,10 +74,10 @@ type Deps struct {
 	Usage  Usage
 	// Creations completes the audit log (nil: the log is all in etcd).
 	Creations Creations
-	// Hub and Leaser serve announcers; Fleet reports what they announce.
-	Hub    *fleet.Hub
-	Leaser Leaser
-	Fleet  *fleet.State
+	// Hub and Leaser serve announcers; Announced reports what they announce.
+	Hub       *announce.Hub
+	Leaser    Leaser
+	Announced *announce.State
 	// Heartbeat is how often announcers must send heartbeats (default
 	// 200ms); three missed end the session.
 	Heartbeat time.Duration
@@ -89,9 +89,9 @@ type Server struct {
 	r         Reader
 	usage     Usage
 	creations Creations
-	hub       *fleet.Hub
+	hub       *announce.Hub
 	leaser    Leaser
-	fleet     *fleet.State
+	announced *announce.State
 	heartbeat time.Duration
 	logger    *slog.Logger
 
@@ -105,7 +105,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, fleet: d.Fleet, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.

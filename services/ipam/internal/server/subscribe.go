@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
 	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
@@ -32,8 +32,8 @@ func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeSer
 	return toStatus(ctx, a.s.logger, "Subscribe", err)
 }
 
-// hubFeed feeds sessions their plans from the fleet's hub.
-type hubFeed struct{ hub *fleet.Hub }
+// hubFeed feeds sessions their plans from the announce package's hub.
+type hubFeed struct{ hub *announce.Hub }
 
 func (f hubFeed) Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool) (subscription.Plans, func()) {
 	sess := f.hub.AttachHolding(tenant, node, holds)
@@ -112,7 +112,7 @@ func helloFromProto(fes *ipam.FieldErrors, hello *ipamv1.SubscribeHello) *ipam.N
 func (a *announcerStream) SendUpdate(u subscription.Update) error {
 	resp := &ipamv1.SubscribeResponse{HeartbeatInterval: durationpb.New(a.s.heartbeat), ResumeToken: u.Token}
 	known := func(addr netip.Addr) bool {
-		return a.s.fleet != nil && a.s.fleet.Known(u.Tenant, u.Node, addr)
+		return a.s.announced != nil && a.s.announced.Known(u.Tenant, u.Node, addr)
 	}
 	if u.Snapshot != nil {
 		resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(u.Tenant, u.Snapshot, known)}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/beaconlb/beacon/services/ipam/internal/fleet"
+	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
@@ -24,8 +24,8 @@ const wait = 30 * time.Second
 type env struct {
 	ctx   context.Context
 	st    *store.Store
-	state *fleet.State
-	hub   *fleet.Hub
+	state *announce.State
+	hub   *announce.Hub
 	nodes chan ipam.Event // every write and deletion of a node registration
 	// granted receives every lease granted, in order.
 	granted chan *recordedLease
@@ -43,8 +43,8 @@ func newEnv(t *testing.T) *env {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	st := store.New(emb.Client(), logger, store.Options{})
-	e := &env{ctx: ctx, st: st, state: fleet.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100), adopted: make(chan *recordedLease, 100)}
-	hub := fleet.NewHub(e.state, st, logger)
+	e := &env{ctx: ctx, st: st, state: announce.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100), adopted: make(chan *recordedLease, 100)}
+	hub := announce.NewHub(e.state, st, logger)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = st.Run(runCtx) })
@@ -110,7 +110,7 @@ func (e *env) noNodeWrite(t *testing.T, d time.Duration) {
 }
 
 // hubFeed feeds sessions their plans from the hub (as the server does).
-type hubFeed struct{ hub *fleet.Hub }
+type hubFeed struct{ hub *announce.Hub }
 
 func (f hubFeed) Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool) (subscription.Plans, func()) {
 	s := f.hub.AttachHolding(tenant, node, holds)

@@ -1,12 +1,12 @@
-// Package fleet is the IPAM's side of announcement: it keeps the
+// Package announce is the IPAM's side of announcement: it keeps the
 // announcement config, the live nodes and the L2 owners in memory (fed by the
-// follower), computes each node's plan with the planner (incrementally for
+// replica's follower), computes each node's plan with the planner (incrementally for
 // changes of allocations and L2 owners, see Hub.plan), streams plan
 // changes to the subscribed announcers, and — on the one replica elected for
 // it — records which node answers for each L2 address. It imports no
 // storage and no transport: the store and the gRPC layer reach it through
 // small interfaces.
-package fleet
+package announce
 
 import (
 	"maps"
@@ -118,7 +118,7 @@ func (s *State) tenant(name string) *tenantState {
 // Changed is signalled when some tenant's inputs changed.
 func (s *State) Changed() <-chan struct{} { return s.notify }
 
-// Replace implements follower.Sink.
+// Replace implements the replica's Sink (replica/follow.go).
 func (s *State) Replace(events []ipam.Event, _ int64) {
 	s.mu.Lock()
 	s.reset()
@@ -131,7 +131,7 @@ func (s *State) Replace(events []ipam.Event, _ int64) {
 	s.signal()
 }
 
-// Apply implements follower.Sink. Events come from the watch in commit
+// Apply implements the replica's Sink (replica/follow.go). Events come from the watch in commit
 // order, so the newest always wins.
 func (s *State) Apply(events []ipam.Event, _ int64) {
 	if len(events) == 0 {
