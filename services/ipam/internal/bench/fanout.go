@@ -36,28 +36,13 @@ type subscriber struct {
 }
 
 func (s *subscriber) run(ctx context.Context, conn *grpc.ClientConn, node string) error {
-	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	stream, err := Subscribe(ctx, conn, &ipamv1.SubscribeHello{
+		Parent: "tenants/" + fanoutTenant, Node: node,
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
+	})
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
-		Parent: "tenants/" + fanoutTenant, Node: node,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
-	}}}); err != nil {
-		return err
-	}
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
-			}
-		}
-	}()
 	first := true
 	for {
 		resp, err := stream.Recv()
@@ -191,4 +176,30 @@ func fanout(ctx context.Context, client *store.Client, log io.Writer) ([]Figure,
 		{"feed_fanout_1000_max", ms(worst), "ms"},
 		{"feed_bytes_per_subscription", perSub, "bytes"},
 	}, nil
+}
+
+// Subscribe opens an announcer's stream as an in-process client over conn:
+// it sends hello and then a heartbeat every second until ctx is done, as a
+// minimal announcer does. The caller receives.
+func Subscribe(ctx context.Context, conn grpc.ClientConnInterface, hello *ipamv1.SubscribeHello) (ipamv1.AnnouncerService_SubscribeClient, error) {
+	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
+		return nil, err
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
+			}
+		}
+	}()
+	return stream, nil
 }

@@ -51,28 +51,13 @@ func (s *feedSubscriber) keep(ctx context.Context, conn *grpc.ClientConn, tenant
 // run subscribes as node, with the labels and interfaces it is registered
 // with (a node that comes back as it was changes no plan but its own).
 func (s *feedSubscriber) run(ctx context.Context, conn *grpc.ClientConn, tenant, node string, labels map[string]string) error {
-	stream, err := ipamv1.NewAnnouncerServiceClient(conn).Subscribe(ctx)
+	stream, err := bench.Subscribe(ctx, conn, &ipamv1.SubscribeHello{
+		Parent: "tenants/" + tenant, Node: node, Labels: labels,
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true}},
+	})
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Hello{Hello: &ipamv1.SubscribeHello{
-		Parent: "tenants/" + tenant, Node: node, Labels: labels,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true}},
-	}}}); err != nil {
-		return err
-	}
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = stream.Send(&ipamv1.SubscribeRequest{Body: &ipamv1.SubscribeRequest_Heartbeat{Heartbeat: &ipamv1.Heartbeat{}}})
-			}
-		}
-	}()
 	first := true
 	for {
 		resp, err := stream.Recv()
