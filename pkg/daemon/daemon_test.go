@@ -97,11 +97,11 @@ func TestFlagsDefaultFromTheEnvironment(t *testing.T) {
 
 func TestList(t *testing.T) {
 	tests := map[string][]string{
-		"":               nil,
-		" , ":            nil,
-		"a":              {"a"},
-		" a , b,, c ":    {"a", "b", "c"},
-		"10.0.0.1:7400,": {"10.0.0.1:7400"},
+		"":                nil,
+		" , ":             nil,
+		"a":               {"a"},
+		" a , b,, c ":     {"a", "b", "c"},
+		"192.0.2.1:7400,": {"192.0.2.1:7400"},
 	}
 	for in, want := range tests {
 		if diff := cmp.Diff(want, List(in)); diff != "" {
