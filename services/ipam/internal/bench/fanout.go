@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,36 +29,57 @@ const (
 	fanoutAllocs = 30
 )
 
-type subscriber struct {
-	mu      sync.Mutex
-	seen    map[string]time.Time // prefix -> arrival
-	arrived chan struct{}
-	synced  chan struct{}
+// Subscriber plays one announcer over a real gRPC stream and notes when
+// each route prefix first reaches it.
+type Subscriber struct {
+	// SnapshotPrefix, if set, also counts the routes of a snapshot whose
+	// prefix begins with it as arrived (a subscriber that subscribed again
+	// may get the measured routes in its snapshot).
+	SnapshotPrefix string
+
+	mu       sync.Mutex
+	seen     map[string]time.Time // prefix -> arrival
+	arrived  chan struct{}
+	synced   chan struct{}
+	syncOnce sync.Once
 }
 
-func (s *subscriber) run(ctx context.Context, conn *grpc.ClientConn, node string) error {
-	stream, err := Subscribe(ctx, conn, &ipamv1.SubscribeHello{
-		Parent: "tenants/" + fanoutTenant, Node: node,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
-	})
+// NewSubscriber returns a Subscriber that has received nothing.
+func NewSubscriber() *Subscriber {
+	return &Subscriber{seen: map[string]time.Time{}, arrived: make(chan struct{}, 1), synced: make(chan struct{})}
+}
+
+// Arrived is signaled (without queueing) each time a message arrives.
+func (s *Subscriber) Arrived() <-chan struct{} { return s.arrived }
+
+// Synced is closed once the first message of any stream arrived.
+func (s *Subscriber) Synced() <-chan struct{} { return s.synced }
+
+// Run subscribes with hello (see Subscribe) and notes arrivals until the
+// stream ends; it returns nil then, as a benchmark ends its streams.
+func (s *Subscriber) Run(ctx context.Context, conn grpc.ClientConnInterface, hello *ipamv1.SubscribeHello) error {
+	stream, err := Subscribe(ctx, conn, hello)
 	if err != nil {
 		return err
 	}
-	first := true
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			return nil //nolint:nilerr // the stream ends when the benchmark is done
 		}
 		now := time.Now()
-		if first {
-			first = false
-			close(s.synced)
-		}
+		s.syncOnce.Do(func() { close(s.synced) })
 		s.mu.Lock()
 		for _, r := range resp.GetChange().GetUpsertRoutes() {
 			if _, ok := s.seen[r.GetPrefix()]; !ok {
 				s.seen[r.GetPrefix()] = now
+			}
+		}
+		if s.SnapshotPrefix != "" {
+			for _, r := range resp.GetSnapshot().GetRoutes() {
+				if _, ok := s.seen[r.GetPrefix()]; !ok && strings.HasPrefix(r.GetPrefix(), s.SnapshotPrefix) {
+					s.seen[r.GetPrefix()] = now
+				}
 			}
 		}
 		s.mu.Unlock()
@@ -68,7 +90,8 @@ func (s *subscriber) run(ctx context.Context, conn *grpc.ClientConn, node string
 	}
 }
 
-func (s *subscriber) at(prefix string) (time.Time, bool) {
+// At returns when prefix first arrived.
+func (s *Subscriber) At(prefix string) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.seen[prefix]
@@ -117,17 +140,22 @@ func fanout(ctx context.Context, client *store.Client, log io.Writer) ([]Figure,
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	subs := make([]*subscriber, fanoutNodes)
+	subs := make([]*Subscriber, fanoutNodes)
 	var wg sync.WaitGroup
 	for i := range subs {
-		s := &subscriber{seen: map[string]time.Time{}, arrived: make(chan struct{}, 1), synced: make(chan struct{})}
+		s := NewSubscriber()
 		subs[i] = s
-		wg.Go(func() { _ = s.run(sctx, conns[i%len(conns)], fmt.Sprintf("node-%04d", i)) })
+		wg.Go(func() {
+			_ = s.Run(sctx, conns[i%len(conns)], &ipamv1.SubscribeHello{
+				Parent: "tenants/" + fanoutTenant, Node: fmt.Sprintf("node-%04d", i),
+				Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true, Addresses: []string{"192.0.2.10/24"}}},
+			})
+		})
 	}
 	deadline := time.After(60 * time.Second)
 	for _, s := range subs {
 		select {
-		case <-s.synced:
+		case <-s.Synced():
 		case <-deadline:
 			return nil, fmt.Errorf("fanout: subscribers not synced after 60s")
 		}
@@ -150,14 +178,14 @@ func fanout(ctx context.Context, client *store.Client, log io.Writer) ([]Figure,
 		limit := time.After(10 * time.Second)
 		for _, s := range subs {
 			for {
-				if t, ok := s.at(prefix); ok {
+				if t, ok := s.At(prefix); ok {
 					d := max(t.Sub(done), 0)
 					delays = append(delays, d)
 					worst = max(worst, d)
 					break
 				}
 				select {
-				case <-s.arrived:
+				case <-s.Arrived():
 				case <-time.After(5 * time.Millisecond):
 				case <-limit:
 					return nil, fmt.Errorf("fanout: %s did not reach every subscriber in 10s", prefix)

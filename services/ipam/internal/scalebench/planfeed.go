@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,76 +24,23 @@ import (
 // allocations come from.
 const livePrefix = "198.51.100."
 
-// feedSubscriber plays one announcer over a real gRPC stream: it notes
-// when each prefix first reaches it.
-type feedSubscriber struct {
-	mu       sync.Mutex
-	seen     map[string]time.Time
-	arrived  chan struct{}
-	synced   chan struct{}
-	syncOnce sync.Once
-}
-
-// keep runs the subscription until ctx is done, subscribing again, as an
+// keepSubscribed runs s until ctx is done, subscribing again, as an
 // announcer does, when the stream ends (a node lease lost while this
-// machine was too busy to keep it alive).
-func (s *feedSubscriber) keep(ctx context.Context, conn *grpc.ClientConn, tenant, node string, labels map[string]string) {
+// machine was too busy to keep it alive). It subscribes with the labels
+// and interfaces the node is registered with (a node that comes back as it
+// was changes no plan but its own).
+func keepSubscribed(ctx context.Context, s *bench.Subscriber, conn *grpc.ClientConn, tenant, node string, labels map[string]string) {
+	hello := &ipamv1.SubscribeHello{
+		Parent: "tenants/" + tenant, Node: node, Labels: labels,
+		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true}},
+	}
 	for ctx.Err() == nil {
-		_ = s.run(ctx, conn, tenant, node, labels) // subscribed again below
+		_ = s.Run(ctx, conn, hello) // subscribed again below
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// run subscribes as node, with the labels and interfaces it is registered
-// with (a node that comes back as it was changes no plan but its own).
-func (s *feedSubscriber) run(ctx context.Context, conn *grpc.ClientConn, tenant, node string, labels map[string]string) error {
-	stream, err := bench.Subscribe(ctx, conn, &ipamv1.SubscribeHello{
-		Parent: "tenants/" + tenant, Node: node, Labels: labels,
-		Interfaces: []*ipamv1.NetworkInterface{{Name: "eth0", Up: true}},
-	})
-	if err != nil {
-		return err
-	}
-	first := true
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return nil //nolint:nilerr // the stream ends when the measurement is done
-		}
-		now := time.Now()
-		if first {
-			first = false
-			s.syncOnce.Do(func() { close(s.synced) })
-		}
-		s.mu.Lock()
-		for _, r := range resp.GetChange().GetUpsertRoutes() {
-			if _, ok := s.seen[r.GetPrefix()]; !ok {
-				s.seen[r.GetPrefix()] = now
-			}
-		}
-		// After subscribing again, the measured routes may come in the
-		// snapshot.
-		for _, r := range resp.GetSnapshot().GetRoutes() {
-			if _, ok := s.seen[r.GetPrefix()]; !ok && strings.HasPrefix(r.GetPrefix(), livePrefix) {
-				s.seen[r.GetPrefix()] = now
-			}
-		}
-		s.mu.Unlock()
-		select {
-		case s.arrived <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *feedSubscriber) at(prefix string) (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.seen[prefix]
-	return t, ok
 }
 
 // measureFeed serves the state from a replica over gRPC on loopback,
@@ -133,16 +79,19 @@ func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger,
 		}
 		defer func() { _ = conns[i].Close() }()
 	}
-	list := make([]*feedSubscriber, sz.nodes)
+	list := make([]*bench.Subscriber, sz.nodes)
 	for i := range list {
-		s := &feedSubscriber{seen: map[string]time.Time{}, arrived: make(chan struct{}, 1), synced: make(chan struct{})}
+		s := bench.NewSubscriber()
+		s.SnapshotPrefix = livePrefix
 		list[i] = s
-		subs.Go(func() { s.keep(subCtx, conns[i%len(conns)], planTenant, nodeName(i), planNode(planTenant, i).Labels) })
+		subs.Go(func() {
+			keepSubscribed(subCtx, s, conns[i%len(conns)], planTenant, nodeName(i), planNode(planTenant, i).Labels)
+		})
 	}
 	deadline := time.After(5 * time.Minute)
 	for _, s := range list {
 		select {
-		case <-s.synced:
+		case <-s.Synced():
 		case <-deadline:
 			return errors.New("subscribers not synced after 5 minutes")
 		}
@@ -168,12 +117,12 @@ func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger,
 		var worst time.Duration
 		for _, s := range list {
 			for {
-				if t, ok := s.at(prefix); ok {
+				if t, ok := s.At(prefix); ok {
 					worst = max(worst, t.Sub(done))
 					break
 				}
 				select {
-				case <-s.arrived:
+				case <-s.Arrived():
 				case <-time.After(5 * time.Millisecond):
 				case <-limit:
 					return fmt.Errorf("%s did not reach every subscriber in a minute", prefix)
