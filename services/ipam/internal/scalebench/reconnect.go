@@ -188,16 +188,9 @@ func reconnectRun(ctx context.Context, cfg Config, n int) (res reconnectResult, 
 		return res, err
 	}
 	defer env.close()
-	conns := make([][]*grpc.ClientConn, len(env.replicas))
-	for i, r := range env.replicas {
-		if conns[i], err = r.dial(max(n/300, 1)); err != nil {
-			return res, err
-		}
-		defer func() {
-			for _, c := range conns[i] {
-				_ = c.Close()
-			}
-		}()
+	conns, err := env.dialAll(max(n/300, 1))
+	if err != nil {
+		return res, err
 	}
 	admin := conns[1][0]
 	tenantCount := max(n/nodesPerTenant, 1)
@@ -351,12 +344,9 @@ func l2MoveRun(ctx context.Context, cfg Config, m int) (res moveResult, err erro
 		return res, err
 	}
 	defer env.close()
-	conns := make([][]*grpc.ClientConn, len(env.replicas))
-	for i, r := range env.replicas {
-		if conns[i], err = r.dial(1); err != nil {
-			return res, err
-		}
-		defer func() { _ = conns[i][0].Close() }()
+	conns, err := env.dialAll(1)
+	if err != nil {
+		return res, err
 	}
 	const tenant = "move"
 	if err := fleetSetup(ctx, conns[1][0], []string{tenant}, "2001:db8:10::/112"); err != nil {

@@ -33,6 +33,7 @@ type fleetEnv struct {
 	endpoints []string
 	stopEtcd  func()
 	replicas  []*fleetReplica
+	conns     []*grpc.ClientConn // opened by dialAll
 	// admin reaches etcd for the benchmark's own reads (leases).
 	admin    *store.Store
 	adminCli *store.Client
@@ -152,7 +153,25 @@ func (r *fleetReplica) dial(n int) ([]*grpc.ClientConn, error) {
 	return conns, nil
 }
 
+// dialAll opens perReplica client connections to each replica, by
+// replica; close closes them.
+func (e *fleetEnv) dialAll(perReplica int) ([][]*grpc.ClientConn, error) {
+	conns := make([][]*grpc.ClientConn, len(e.replicas))
+	for i, r := range e.replicas {
+		cs, err := r.dial(perReplica)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = cs
+		e.conns = append(e.conns, cs...)
+	}
+	return conns, nil
+}
+
 func (e *fleetEnv) close() {
+	for _, c := range e.conns {
+		_ = c.Close()
+	}
 	for _, r := range e.replicas {
 		r.crash()
 	}
