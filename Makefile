@@ -214,8 +214,9 @@ FUZZ_TARGETS := \
   services/ipam/internal/server:FuzzCommunityValue \
   services/ipam/internal/server:FuzzAnnouncementRequest \
   services/ipam/internal/server:FuzzAnnouncerHello
-# The bounded run inside make test: FUZZTIME_SHORT per target, one worker.
-FUZZTIME_SHORT ?= 2s
+# The bounded run inside make test: FUZZTIME_SHORT inputs per target (a count,
+# not a time: see docs/reliability.md, "How to run"), one worker.
+FUZZTIME_SHORT ?= 3000x
 # Workers per fuzz run in make fuzz (empty: one per core).
 FUZZ_PARALLEL  ?=
 
@@ -232,7 +233,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 30s) each; FUZZ=FuzzName ru
 # target in the package's directory (for testdata/) with go test's corpus
 # cache, so the package compiles once and not once per target.
 .PHONY: test-fuzz
-test-fuzz: ## Every fuzz target for FUZZTIME_SHORT (default 2s) each, one worker (part of make test).
+test-fuzz: ## Every fuzz target for FUZZTIME_SHORT (default 3000x: inputs) each, one worker (part of make test).
 	@start=$$(date +%s); bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; \
 	cache=$$(go env GOCACHE)/fuzz; n=0; \
 	for pkg in $$(printf '%s\n' $(FUZZ_TARGETS) | cut -d: -f1 | uniq); do \
