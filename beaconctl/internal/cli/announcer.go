@@ -20,8 +20,8 @@ func newAnnouncerCommand(g *globals) *cobra.Command {
 and BGP, and drain them before maintenance.
 
 An announcer is named "tenants/TENANT/announcers/NODE"; commands take the
-NODE with --tenant, or the full name. list shows the nodes subscribed now
-(live); get also finds a node that is drained while away.`,
+NODE with --tenant, or the full name. list and get show the nodes
+subscribed now (live) and the nodes drained while away.`,
 		Example: `  beaconctl announcer list
   beaconctl announcer get node-1 --tenant acme
   beaconctl announcer drain node-1 --tenant acme
@@ -81,10 +81,10 @@ func newAnnouncerListCommand(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the announcers subscribed now",
+		Short: "List the announcers subscribed now, and those drained while away",
 		Long: `List the announcers subscribed now (live), in name order, of one tenant
-or of every tenant. A node drained while away is not listed; 'announcer get'
-finds it.
+or of every tenant; after them, the nodes drained while away (LIVE false,
+DRAINING true), so that a forgotten drain can be found.
 
 INTERFACES marks the interfaces that are down, ANNOUNCED counts the
 addresses the node reports it announces, and SESSIONS is its established
@@ -129,10 +129,9 @@ also what a misspelt NODE does, a warning says so.`,
 		cmd.Use = "undrain NODE --tenant TENANT"
 		cmd.Short = "End a node's drain, so that it announces again"
 		cmd.Long = `End the drain of a node, so that it may announce addresses again.
-Undraining a node that is not drained changes nothing.
-
-The server answers NotFound when the node is not subscribed now, even
-though the drain has ended.`
+Undraining a node that is not drained changes nothing. A node that is
+not subscribed now is shown neither live nor draining: once undrained,
+'announcer get' no longer finds it.`
 		cmd.Example = `  beaconctl announcer undrain node-1 --tenant acme
   beaconctl announcer undrain tenants/acme/announcers/node-1 -o name`
 	}

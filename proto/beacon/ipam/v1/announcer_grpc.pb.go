@@ -40,15 +40,20 @@ type AnnouncerServiceClient interface {
 	// stream breaks or whose heartbeats stop is no longer live, and its
 	// addresses move at once.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
-	// GetAnnouncer returns one live announcer.
+	// GetAnnouncer returns one announcer: a live one (subscribed now), or one
+	// that is drained while it is not subscribed. Any other node is NotFound.
 	GetAnnouncer(ctx context.Context, in *GetAnnouncerRequest, opts ...grpc.CallOption) (*GetAnnouncerResponse, error)
-	// ListAnnouncers lists a tenant's live announcers.
+	// ListAnnouncers lists a tenant's live announcers in name order, and on the
+	// last page the nodes that are drained while not subscribed (so that a
+	// forgotten drain can be found).
 	ListAnnouncers(ctx context.Context, in *ListAnnouncersRequest, opts ...grpc.CallOption) (*ListAnnouncersResponse, error)
 	// DrainAnnouncer moves every L2 address off a node (the new owner
 	// announces before the old one stops) and withdraws its BGP routes, before
 	// maintenance. The drain outlives the announcer's session.
 	DrainAnnouncer(ctx context.Context, in *DrainAnnouncerRequest, opts ...grpc.CallOption) (*DrainAnnouncerResponse, error)
-	// UndrainAnnouncer ends a drain.
+	// UndrainAnnouncer ends a drain. Undraining a node that is not drained
+	// changes nothing; a node that is not subscribed is answered too (neither
+	// live nor draining), never NotFound: the drain is gone either way.
 	UndrainAnnouncer(ctx context.Context, in *UndrainAnnouncerRequest, opts ...grpc.CallOption) (*UndrainAnnouncerResponse, error)
 }
 
@@ -127,15 +132,20 @@ type AnnouncerServiceServer interface {
 	// stream breaks or whose heartbeats stop is no longer live, and its
 	// addresses move at once.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
-	// GetAnnouncer returns one live announcer.
+	// GetAnnouncer returns one announcer: a live one (subscribed now), or one
+	// that is drained while it is not subscribed. Any other node is NotFound.
 	GetAnnouncer(context.Context, *GetAnnouncerRequest) (*GetAnnouncerResponse, error)
-	// ListAnnouncers lists a tenant's live announcers.
+	// ListAnnouncers lists a tenant's live announcers in name order, and on the
+	// last page the nodes that are drained while not subscribed (so that a
+	// forgotten drain can be found).
 	ListAnnouncers(context.Context, *ListAnnouncersRequest) (*ListAnnouncersResponse, error)
 	// DrainAnnouncer moves every L2 address off a node (the new owner
 	// announces before the old one stops) and withdraws its BGP routes, before
 	// maintenance. The drain outlives the announcer's session.
 	DrainAnnouncer(context.Context, *DrainAnnouncerRequest) (*DrainAnnouncerResponse, error)
-	// UndrainAnnouncer ends a drain.
+	// UndrainAnnouncer ends a drain. Undraining a node that is not drained
+	// changes nothing; a node that is not subscribed is answered too (neither
+	// live nor draining), never NotFound: the drain is gone either way.
 	UndrainAnnouncer(context.Context, *UndrainAnnouncerRequest) (*UndrainAnnouncerResponse, error)
 	mustEmbedUnimplementedAnnouncerServiceServer()
 }
