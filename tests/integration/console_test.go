@@ -68,12 +68,21 @@ func TestConsole(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			shot(t, ctx, "console-failure")
-			t.Fatalf("read %s: %v", sel, err)
+		// The page re-renders on its own (the announcers page refreshes,
+		// the allocations table follows its stream): a node found by the
+		// query can be replaced before its text is read ("No node with
+		// given id found"). Read again until the deadline.
+		for {
+			s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+			if err == nil {
+				return s
+			}
+			if sctx.Err() != nil || !strings.Contains(err.Error(), "No node with given id") {
+				shot(t, ctx, "console-failure")
+				t.Fatalf("read %s: %v", sel, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return s
 	}
 	eval := func(expr string) string {
 		t.Helper()
