@@ -1,0 +1,81 @@
+package scalebench
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/replica"
+	"github.com/beaconlb/beacon/services/ipam/internal/store"
+)
+
+// TestColdHeapProfile loads BEACON_COLD_HEAP_SIZE allocations (the cold
+// start's, written as coldStart writes them, without its tenants' nodes
+// and peers) into a replica in this process and writes the live heap
+// once loaded to BEACON_COLD_HEAP_PROFILE, for
+// "go tool pprof -sample_index=inuse_space". It is a measuring tool, not a
+// check: without the variable it skips.
+func TestColdHeapProfile(t *testing.T) {
+	path := os.Getenv("BEACON_COLD_HEAP_PROFILE")
+	if path == "" {
+		t.Skip("set BEACON_COLD_HEAP_PROFILE=FILE (and BEACON_COLD_HEAP_SIZE, default 100000) to profile a loaded replica's heap")
+	}
+	size := 100_000
+	if s := os.Getenv("BEACON_COLD_HEAP_SIZE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("BEACON_COLD_HEAP_SIZE: %v", err)
+		}
+		size = n
+	}
+	ctx := t.Context()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	emb, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: t.TempDir(), Logger: quiet, QuotaBytes: 8 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	client, err := store.Dial(ctx, store.DialConfig{Endpoints: emb.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	st, stop := runStore(ctx, client, io.Discard)
+	filler := &coldFiller{st: st, now: time.Now().UTC()}
+	if err := filler.fillTo(ctx, size, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := replica.New(client, quiet, replica.Options{})
+	t0 := time.Now()
+	if err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("%d allocations loaded in %v: live heap +%.1f MiB (%.0f bytes per allocation), total allocated during load %.1f MiB",
+		size, took.Round(time.Millisecond), float64(after.HeapAlloc-before.HeapAlloc)/(1<<20),
+		float64(after.HeapAlloc-before.HeapAlloc)/float64(size), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(r)
+}
