@@ -32,8 +32,8 @@ import (
 type Index struct {
 	mu sync.Mutex
 
-	pools      map[string]*poolEntry
-	poolOrder  []*ipam.Pool           // sorted by name; nil when stale
+	pools     map[string]*poolEntry
+	poolOrder []*ipam.Pool // sorted by name; nil when stale
 	// allocs and claims hold their entries by value: a pointer each would
 	// cost a million small objects more at a million allocations.
 	allocs map[string]allocEntry // by "tenant/id"
