@@ -103,12 +103,19 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 
 	st, stopStore := runStore(ctx, client, cfg.Log)
 	filler := &coldFiller{st: st, now: time.Now().UTC()}
-	var rows []coldRow
+	var rows, before []coldRow
 	for _, size := range append([]int{coldReference}, coldSizes(cfg.Quick)...) {
 		if err := filler.fillTo(ctx, size, cfg.Log); err != nil {
 			return nil, errors.Join(err, stopStore())
 		}
-		row, err := coldMeasure(ctx, cfg, client, endpoint, size, trials)
+		if cfg.IPAMDBefore != "" {
+			row, err := coldMeasure(ctx, cfg, cfg.IPAMDBefore, client, endpoint, size, trials)
+			if err != nil {
+				return nil, errors.Join(err, stopStore())
+			}
+			before = append(before, row)
+		}
+		row, err := coldMeasure(ctx, cfg, cfg.IPAMD, client, endpoint, size, trials)
 		if err != nil {
 			return nil, errors.Join(err, stopStore())
 		}
@@ -116,6 +123,11 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 	}
 	if err := stopStore(); err != nil {
 		return nil, err
+	}
+	if len(before) > 0 {
+		fmt.Fprintf(cfg.Log, "\n%s (--ipamd-before), measured before %s at each size:\n", cfg.IPAMDBefore, cfg.IPAMD)
+		coldTable(cfg, before)
+		fmt.Fprintf(cfg.Log, "%s:\n", cfg.IPAMD)
 	}
 	coldTable(cfg, rows)
 
@@ -139,7 +151,7 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 
 // coldMeasure measures one size: trials cold starts, then the list pages
 // on a replica started once more.
-func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint string, size, trials int) (coldRow, error) {
+func coldMeasure(ctx context.Context, cfg Config, ipamd string, client *store.Client, endpoint string, size, trials int) (coldRow, error) {
 	row := coldRow{size: size}
 	if h, err := client.Health(ctx); err == nil && len(h.Members) > 0 {
 		row.dbSize, row.dbSizeUsed = h.Members[0].DBSize, h.Members[0].DBSizeInUse
@@ -150,7 +162,7 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 		var r bench.ColdStartResult
 		var err error
 		for try := range portTries {
-			r, err = bench.ColdStartOnce(ctx, cfg.IPAMD, endpoint, fmt.Sprintf("%s-%d-%d", sizeName(size), i, try))
+			r, err = bench.ColdStartOnce(ctx, ipamd, endpoint, fmt.Sprintf("%s-%d-%d", sizeName(size), i, try))
 			if !portTaken(err) {
 				break
 			}
@@ -158,7 +170,7 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 		if err != nil {
 			return row, fmt.Errorf("cold start at %d: %w", size, err)
 		}
-		fmt.Fprintf(cfg.Log, "%s stored: cold start #%d %v (ipamd CPU %v), VmRSS %.0f MiB\n", sizeName(size), i+1, r.Took.Round(time.Millisecond), r.CPU, r.RSSMiB)
+		fmt.Fprintf(cfg.Log, "%s stored: %s cold start #%d %v (ipamd CPU %v), VmRSS %.0f MiB\n", sizeName(size), ipamd, i+1, r.Took.Round(time.Millisecond), r.CPU, r.RSSMiB)
 		row.starts, rss, cpu = append(row.starts, r.Took), append(rss, r.RSSMiB), append(cpu, r.CPU)
 	}
 	row.cpu = slices.Sorted(slices.Values(cpu))[len(cpu)/2]
@@ -167,7 +179,7 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 
 	var lat []time.Duration
 	for try := range portTries {
-		d, err := bench.StartIPAMD(cfg.IPAMD, endpoint)
+		d, err := bench.StartIPAMD(ipamd, endpoint)
 		if err != nil {
 			return row, err
 		}
@@ -191,7 +203,7 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 	}
 	slices.Sort(lat)
 	row.listP99, row.listP50, row.listPages = bench.Percentile(lat, 99), bench.Percentile(lat, 50), len(lat)
-	fmt.Fprintf(cfg.Log, "%s stored: %d list pages, p50 %v, p99 %v\n", sizeName(size), len(lat), row.listP50.Round(time.Microsecond), row.listP99.Round(time.Microsecond))
+	fmt.Fprintf(cfg.Log, "%s stored: %s %d list pages, p50 %v, p99 %v\n", sizeName(size), ipamd, len(lat), row.listP50.Round(time.Microsecond), row.listP99.Round(time.Microsecond))
 	return row, nil
 }
 

@@ -15,6 +15,11 @@ type Config struct {
 	// IPAMD is the ipamd binary, for the parts that start replicas as
 	// processes.
 	IPAMD string
+	// IPAMDBefore, if set, is another ipamd binary (the one before a
+	// change) whose cold start is measured too, at each size just before
+	// IPAMD's, against the same state: its table is printed, its figures
+	// are not BENCH lines.
+	IPAMDBefore string
 	// Etcd is the etcd binary, for the parts that run a 3-member etcd
 	// cluster; empty embeds etcd.
 	Etcd string
