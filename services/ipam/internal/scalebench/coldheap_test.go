@@ -19,8 +19,9 @@ import (
 // start's, written as coldStart writes them, without its tenants' nodes
 // and peers) into a replica in this process and writes the live heap
 // once loaded to BEACON_COLD_HEAP_PROFILE, for
-// "go tool pprof -sample_index=inuse_space". It is a measuring tool, not a
-// check: without the variable it skips.
+// "go tool pprof -sample_index=inuse_space". BEACON_COLD_HEAP_DISTINCT_LABELS=1
+// gives every owner a label set of its own (see coldFiller.distinctLabels).
+// It is a measuring tool, not a check: without the variable it skips.
 func TestColdHeapProfile(t *testing.T) {
 	path := os.Getenv("BEACON_COLD_HEAP_PROFILE")
 	if path == "" {
@@ -47,7 +48,7 @@ func TestColdHeapProfile(t *testing.T) {
 	}
 	defer client.Close()
 	st, stop := runStore(ctx, client, io.Discard)
-	filler := &coldFiller{st: st, now: time.Now().UTC()}
+	filler := &coldFiller{st: st, now: time.Now().UTC(), distinctLabels: os.Getenv("BEACON_COLD_HEAP_DISTINCT_LABELS") == "1"}
 	if err := filler.fillTo(ctx, size, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +69,7 @@ func TestColdHeapProfile(t *testing.T) {
 	debug.FreeOSMemory() // as ipamd does once loaded
 	runtime.ReadMemStats(&after)
 	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
+	t.Logf("distinct owner label sets: %v", filler.distinctLabels)
 	t.Logf("%d allocations loaded in %v: live heap +%.1f MiB (%.0f bytes per allocation), in spans +%.1f MiB (%.0f bytes), allocated during the load %.1f MiB",
 		size, took.Round(time.Millisecond), mib(after.HeapAlloc-before.HeapAlloc), float64(after.HeapAlloc-before.HeapAlloc)/float64(size),
 		mib(after.HeapInuse-before.HeapInuse), float64(after.HeapInuse-before.HeapInuse)/float64(size), mib(after.TotalAlloc-before.TotalAlloc))
