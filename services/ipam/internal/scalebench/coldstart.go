@@ -104,7 +104,7 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 	fmt.Fprintf(cfg.Log, "created %d tenants, %d pools, %d nodes, %d peers in %v\n", coldTenants, coldPools, coldTenants*coldNodesPer, coldTenants*coldPeersPer, time.Since(t0).Round(time.Millisecond))
 
 	st, stopStore := runStore(ctx, client, cfg.Log)
-	filler := &coldFiller{st: st, now: time.Now().UTC()}
+	filler := &coldFiller{st: st, now: time.Now().UTC(), distinctLabels: cfg.DistinctLabels}
 	var rows, before []coldRow
 	for _, size := range append([]int{coldReference}, coldSizes(cfg.Quick)...) {
 		if err := filler.fillTo(ctx, size, cfg.Log); err != nil {
