@@ -27,6 +27,8 @@ func main() {
 func run() (err error) {
 	fs := flag.NewFlagSet("ipam-scale", flag.ContinueOnError)
 	ipamd := fs.String("ipamd", "", "the ipamd binary")
+	ipamdBefore := fs.String("ipamd-before", "", "coldstart: another ipamd binary (before a change) measured too, at each size just before --ipamd's")
+	distinct := fs.Bool("distinct-labels", false, "coldstart: give every allocation an owner label set of its own (default: 350 sets repeat)")
 	etcd := fs.String("etcd", "", "the etcd binary, for the parts that run a 3-member etcd cluster (empty: embedded etcd)")
 	only := fs.String("only", "", "comma-separated parts to run alone: "+strings.Join(scalebench.Parts(), ", ")+" (default: all)")
 	quick := fs.Bool("quick", false, "run each part at its smallest sizes only")
@@ -36,7 +38,7 @@ func run() (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := scalebench.Config{IPAMD: *ipamd, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
+	cfg := scalebench.Config{IPAMD: *ipamd, IPAMDBefore: *ipamdBefore, DistinctLabels: *distinct, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/beaconlb/beacon/pkg/daemon"
@@ -48,6 +51,9 @@ type config struct {
 	EtcdDefragFree float64
 	// AuditRetention is how long audit records are kept.
 	AuditRetention time.Duration
+	// MemoryLimit is the Go runtime's soft memory limit in bytes (0: the
+	// runtime's own, from GOMEMLIMIT or none).
+	MemoryLimit int64
 	// EtcdCA, EtcdCert and EtcdKey secure the connection to an external
 	// etcd; EtcdUsername and EtcdPassword authenticate to it.
 	EtcdCA, EtcdCert, EtcdKey  string
@@ -79,7 +85,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&nodeValidity, "node-cert-validity", "2160h", "how long a node certificate traded for a bootstrap token is valid")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for traces; empty: traces not exported")
-	var hold, grace, compaction, etcdTimeout, workers, insecure, streams, quota, defrag, audit string
+	var hold, grace, compaction, etcdTimeout, workers, insecure, streams, quota, defrag, audit, memLimit string
 	str(&streams, "streams-per-caller", "16", "open streams (Subscribe, WatchAllocations) one adapter or announcer identity may hold at once")
 	str(&hold, "release-hold", "10m", "default time released addresses are kept for their owner (0 frees them at once)")
 	str(&grace, "shutdown-grace", "10s", "how long in-flight requests may finish on SIGTERM")
@@ -90,6 +96,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	str(&etcdTimeout, "etcd-timeout", "5s", "longest wait for one etcd call before a request fails UNAVAILABLE")
 	str(&workers, "commit-workers", "1", "etcd transactions in flight at once (1: pure group commit, fastest against an etcd cluster)")
 	str(&insecure, "otlp-insecure", "false", "talk to the OTLP collector without TLS")
+	str(&memLimit, "memory-limit", "", "soft limit of the heap and the runtime's memory, in bytes or with a suffix (Ki, Mi, Gi): past it the garbage collector runs more often rather than the process grow (set it to about 90% of the container's memory limit; empty: GOMEMLIMIT's, else none; see docs/operating.md, \"Sizing\")")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -118,6 +125,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if _, err := fmt.Sscanf(quota, "%d", &c.EtcdQuotaBytes); err != nil || c.EtcdQuotaBytes < 64<<20 {
 		errs = append(errs, fmt.Errorf("--etcd-quota-bytes: %q is not a number of bytes of at least 64 MiB", quota))
+	}
+	if memLimit != "" {
+		n, err := parseBytes(memLimit)
+		if err != nil || n < 64<<20 {
+			errs = append(errs, fmt.Errorf("--memory-limit: %q is not a size of at least 64Mi (a number of bytes, or with Ki, Mi or Gi)", memLimit))
+		}
+		c.MemoryLimit = n
 	}
 	if _, err := fmt.Sscanf(defrag, "%g", &c.EtcdDefragFree); err != nil || c.EtcdDefragFree < 0 || c.EtcdDefragFree >= 1 {
 		errs = append(errs, fmt.Errorf("--etcd-defrag-free-fraction: %q is not a fraction from 0 to below 1", defrag))
@@ -167,4 +181,24 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("--kube-announcers needs --tls-client-ca (tokens are checked only over TLS, beside client certificates)"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// parseBytes parses a size: a number of bytes, or of KiB, MiB or GiB with
+// the suffix Ki, Mi or Gi (Kubernetes' spelling) or KiB, MiB or GiB.
+func parseBytes(s string) (int64, error) {
+	num, shift := s, 0
+	for _, u := range []struct {
+		suffix string
+		shift  int
+	}{{"Ki", 10}, {"Mi", 20}, {"Gi", 30}} {
+		if n, ok := strings.CutSuffix(strings.TrimSuffix(s, "B"), u.suffix); ok {
+			num, shift = n, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return n << shift, nil
 }

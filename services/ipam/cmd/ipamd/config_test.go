@@ -72,6 +72,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--etcd-defrag-free-fraction", "1"}, "--etcd-defrag-free-fraction"},
 		{[]string{"--etcd-defrag-free-fraction", "-0.1"}, "--etcd-defrag-free-fraction"},
 		{[]string{"--audit-retention", "5m"}, "--audit-retention: at least 1h"},
+		{[]string{"--memory-limit", "1Mi"}, "--memory-limit"},
+		{[]string{"--memory-limit", "2GB"}, "--memory-limit"},
+		{[]string{"--memory-limit", "-3Gi"}, "--memory-limit"},
+		{[]string{"--memory-limit", "99999999999Gi"}, "--memory-limit"},
 		{[]string{"extra"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {
@@ -95,5 +99,33 @@ func TestParseConfigVersion(t *testing.T) {
 		if !c.Version {
 			t.Errorf("%q: Version = false", args)
 		}
+	}
+}
+
+// --memory-limit takes bytes or Kubernetes' binary suffixes, with or
+// without a trailing B.
+func TestParseConfigMemoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		want int64
+	}{
+		{"", 0},
+		{"1800Mi", 1800 << 20},
+		{"1800MiB", 1800 << 20},
+		{"2Gi", 2 << 30},
+		{"131072Ki", 128 << 20},
+		{"134217728", 128 << 20},
+	} {
+		c, err := parseConfig([]string{"--memory-limit", tt.arg}, func(string) string { return "" })
+		if err != nil {
+			t.Fatalf("%q: %v", tt.arg, err)
+		}
+		if c.MemoryLimit != tt.want {
+			t.Errorf("%q: MemoryLimit = %d, want %d", tt.arg, c.MemoryLimit, tt.want)
+		}
+	}
+	c, err := parseConfig(nil, func(k string) string { return map[string]string{"BEACON_IPAM_MEMORY_LIMIT": "1Gi"}[k] })
+	if err != nil || c.MemoryLimit != 1<<30 {
+		t.Errorf("from the environment: %d, %v; want %d", c.MemoryLimit, err, 1<<30)
 	}
 }

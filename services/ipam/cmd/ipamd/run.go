@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -46,6 +47,12 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer func() { _ = tel.ShutdownWithin(5 * time.Second) }()
 
+	if cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		logger.InfoContext(ctx, "memory limit", "bytes", limit)
+	}
 	etcd, err := connectEtcd(ctx, cfg, logger)
 	if err != nil {
 		return err

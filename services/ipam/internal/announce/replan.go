@@ -72,7 +72,7 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 	}
 	allocs := planner.Allocations{
 		All:     maps.Values(t.allocs),
-		Holding: func(addr netip.Addr) []*ipam.Allocation { return t.byAddr[addr] },
+		Holding: t.holding,
 	}
 	u := update{deltas: p.prep.Replan(p.plans, allocs, ch, func(addr netip.Addr) string { return t.owners[addr].node })}
 	u.prev = make(map[string]*ipam.NodePlan, len(u.deltas))

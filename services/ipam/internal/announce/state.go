@@ -41,8 +41,12 @@ type State struct {
 // ("tenant/id"), and its batch.
 type tenantState struct {
 	allocs map[string]*ipam.Allocation
-	// byAddr indexes allocs by address.
-	byAddr map[netip.Addr][]*ipam.Allocation
+	// byAddr indexes allocs by address: the first allocation holding each
+	// address; more holds the others of an address several share (see
+	// holding). A map of single pointers, not of slices, costs about half:
+	// almost every address has one holder.
+	byAddr map[netip.Addr]*ipam.Allocation
+	more   map[netip.Addr][]*ipam.Allocation
 	l2     map[string]*ipam.L2Advertisement
 	bgp    map[string]*ipam.BGPAdvertisement
 	peers  map[string]*ipam.BGPPeer
@@ -73,7 +77,8 @@ type batch struct {
 func newTenantState() *tenantState {
 	return &tenantState{
 		allocs: map[string]*ipam.Allocation{},
-		byAddr: map[netip.Addr][]*ipam.Allocation{},
+		byAddr: map[netip.Addr]*ipam.Allocation{},
+		more:   map[netip.Addr][]*ipam.Allocation{},
 		l2:     map[string]*ipam.L2Advertisement{},
 		bgp:    map[string]*ipam.BGPAdvertisement{},
 		peers:  map[string]*ipam.BGPPeer{},
@@ -245,29 +250,66 @@ func (s *State) applyAllocation(name, id string, v any) {
 			delete(s.answered, name+"/"+a.String())
 		}
 	}
-	if t.batch.allocs == nil {
-		t.batch.allocs = map[string]*ipam.Allocation{}
-	}
-	if _, ok := t.batch.allocs[id]; !ok {
-		t.batch.allocs[id] = old
+	// A full batch plans everything: the versions it would keep (one map
+	// entry per allocation after a load) are never read.
+	if !t.batch.full {
+		if t.batch.allocs == nil {
+			t.batch.allocs = map[string]*ipam.Allocation{}
+		}
+		if _, ok := t.batch.allocs[id]; !ok {
+			t.batch.allocs[id] = old
+		}
 	}
 	if old != nil {
 		for _, addr := range old.Addrs {
-			hs := slices.DeleteFunc(t.byAddr[addr], func(a *ipam.Allocation) bool { return a == old })
-			if len(hs) == 0 {
-				delete(t.byAddr, addr)
-			} else {
-				t.byAddr[addr] = hs
-			}
+			t.dropHolder(addr, old)
 		}
 	}
 	put(t.allocs, id, v)
 	if a := t.allocs[id]; a != nil {
-		addrs := slices.SortedFunc(slices.Values(a.Addrs), netip.Addr.Compare)
-		for _, addr := range slices.Compact(addrs) {
-			t.byAddr[addr] = append(t.byAddr[addr], a)
+		for i, addr := range a.Addrs {
+			if !slices.Contains(a.Addrs[:i], addr) {
+				t.addHolder(addr, a)
+			}
 		}
 	}
+}
+
+// addHolder records that a holds addr.
+func (t *tenantState) addHolder(addr netip.Addr, a *ipam.Allocation) {
+	if _, ok := t.byAddr[addr]; !ok {
+		t.byAddr[addr] = a
+		return
+	}
+	t.more[addr] = append(t.more[addr], a)
+}
+
+// dropHolder records that a no longer holds addr.
+func (t *tenantState) dropHolder(addr netip.Addr, a *ipam.Allocation) {
+	more := t.more[addr]
+	switch {
+	case t.byAddr[addr] != a:
+		more = slices.DeleteFunc(more, func(h *ipam.Allocation) bool { return h == a })
+	case len(more) == 0:
+		delete(t.byAddr, addr)
+		return
+	default:
+		t.byAddr[addr], more = more[0], more[1:]
+	}
+	if len(more) == 0 {
+		delete(t.more, addr)
+	} else {
+		t.more[addr] = more
+	}
+}
+
+// holding returns the allocations holding addr, in the order they came.
+func (t *tenantState) holding(addr netip.Addr) []*ipam.Allocation {
+	first, ok := t.byAddr[addr]
+	if !ok {
+		return nil
+	}
+	return append([]*ipam.Allocation{first}, t.more[addr]...)
 }
 
 // applyNode stores a node's registration (nil: gone) and reports whether

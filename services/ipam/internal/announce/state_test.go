@@ -111,3 +111,53 @@ func TestKnownAndConflicts(t *testing.T) {
 	st.Replace(nil, 5)
 	check("reloaded without the allocation", known{})
 }
+
+// The index by address keeps each address's holders in the order they
+// came, through shared addresses, an allocation listing an address twice,
+// updates that move an allocation and deletions of the first holder.
+func TestHoldingByAddress(t *testing.T) {
+	a1, a2 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	alloc := func(id string, addrs ...netip.Addr) ipam.Event {
+		return ipam.Event{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: "c1/" + id}, Value: &ipam.Allocation{Tenant: "c1", ID: id, Addrs: addrs}}
+	}
+	gone := func(id string) ipam.Event {
+		return ipam.Event{Ref: ipam.Ref{Kind: ipam.KindAllocation, ID: "c1/" + id}, Deleted: true}
+	}
+	st := NewState()
+	holders := func(addr netip.Addr) []string {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		var ids []string
+		for _, a := range st.tenant("c1").holding(addr) {
+			ids = append(ids, a.ID)
+		}
+		return ids
+	}
+	for _, step := range []struct {
+		name   string
+		ev     ipam.Event
+		a1, a2 []string
+	}{
+		{"first holder", alloc("x", a1), []string{"x"}, nil},
+		{"shared", alloc("y", a1), []string{"x", "y"}, nil},
+		{"third, listing a1 twice", alloc("z", a1, a2, a1), []string{"x", "y", "z"}, []string{"z"}},
+		{"first holder deleted", gone("x"), []string{"y", "z"}, []string{"z"}},
+		{"middle one moved", alloc("z", a2), []string{"y"}, []string{"z"}},
+		{"last holder of a1 deleted", gone("y"), nil, []string{"z"}},
+		{"deleted twice", gone("y"), nil, []string{"z"}},
+		{"all gone", gone("z"), nil, nil},
+	} {
+		st.Apply([]ipam.Event{step.ev}, 0)
+		if diff := cmp.Diff(step.a1, holders(a1)); diff != "" {
+			t.Errorf("%s: holders of %v (-want +got):\n%s", step.name, a1, diff)
+		}
+		if diff := cmp.Diff(step.a2, holders(a2)); diff != "" {
+			t.Errorf("%s: holders of %v (-want +got):\n%s", step.name, a2, diff)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if t1 := st.tenant("c1"); len(t1.byAddr)+len(t1.more) != 0 {
+		t.Errorf("index not empty once every allocation is gone: %v, %v", t1.byAddr, t1.more)
+	}
+}

@@ -229,6 +229,9 @@ type ColdStartResult struct {
 	// had used by then, which the machine's load moves far less than Took.
 	RSSMiB float64
 	CPU    time.Duration
+	// PeakMiB is ipamd's VmHWM then: the most it was resident while
+	// loading, what a container's memory limit must hold.
+	PeakMiB float64
 }
 
 func coldStartMeasured(ctx context.Context, bin, endpoint, owner string) (ColdStartResult, error) {
@@ -266,9 +269,10 @@ func coldStartMeasured(ctx context.Context, bin, endpoint, owner string) (ColdSt
 	if err != nil {
 		return ColdStartResult{}, errors.Join(fmt.Errorf("first allocate: %w\n%s", err, p.logs()), p.stop())
 	}
-	rss, rerr := vmRSS(p.cmd.Process.Pid)
+	rss, rerr := vmStatus(p.cmd.Process.Pid, "VmRSS")
+	peak, perr := vmStatus(p.cmd.Process.Pid, "VmHWM")
 	cpu, cerr := cpuTime(p.cmd.Process.Pid)
-	return ColdStartResult{Took: took, RSSMiB: rss, CPU: cpu}, errors.Join(rerr, cerr, p.stop())
+	return ColdStartResult{Took: took, RSSMiB: rss, CPU: cpu, PeakMiB: peak}, errors.Join(rerr, perr, cerr, p.stop())
 }
 
 // cpuTime reads a process's CPU time (user and system) from /proc.
@@ -297,21 +301,25 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // vmRSS reads a process's resident memory (VmRSS) from /proc, in MiB.
-func vmRSS(pid int) (float64, error) {
+func vmRSS(pid int) (float64, error) { return vmStatus(pid, "VmRSS") }
+
+// vmStatus reads a memory figure of a process (VmRSS, VmHWM) from
+// /proc/PID/status, in MiB.
+func vmStatus(pid int, field string) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			if err != nil {
-				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
+				return 0, fmt.Errorf("%s %q: %w", field, v, err)
 			}
 			return float64(kb) / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // fill makes n allocations of fresh owners with c concurrent callers.

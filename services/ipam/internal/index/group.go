@@ -45,8 +45,8 @@ func (x *Index) Group(key string) (GroupState, bool) {
 	st := GroupState{Group: e.g, Rev: e.rev, GuardRev: x.liveRev(ipam.GroupShareRef(key))}
 	seen := map[string]bool{}
 	for addr := range x.sharing[assign.GroupShareKey(key)] {
-		c := x.claims[addr]
-		if c == nil {
+		c, ok := x.claims[addr]
+		if !ok {
 			continue
 		}
 		st.Addrs = append(st.Addrs, addr)

@@ -32,12 +32,13 @@ import (
 type Index struct {
 	mu sync.Mutex
 
-	pools      map[string]*poolEntry
-	poolOrder  []*ipam.Pool           // sorted by name; nil when stale
-	allocs     map[string]*allocEntry // by "tenant/id"
-	claims     map[netip.Addr]*claimEntry
-	holds      map[string]*holdEntry // by "tenant/id"
-	poolClaims map[string]map[netip.Addr]struct{}
+	pools     map[string]*poolEntry
+	poolOrder []*ipam.Pool // sorted by name; nil when stale
+	// allocs and claims hold their entries by value: a pointer each would
+	// cost a million small objects more at a million allocations.
+	allocs map[string]allocEntry // by "tenant/id"
+	claims map[netip.Addr]claimEntry
+	holds  map[string]*holdEntry // by "tenant/id"
 	// heldIn holds, per pool name, the addresses of its claims kept for a
 	// released owner, in order: a full pool reclaims the lowest without
 	// scanning its claims (see poolView.LowestHeldN).
@@ -87,10 +88,9 @@ type holdEntry struct {
 func New() *Index {
 	return &Index{
 		pools:      make(map[string]*poolEntry),
-		allocs:     make(map[string]*allocEntry),
-		claims:     make(map[netip.Addr]*claimEntry),
+		allocs:     make(map[string]allocEntry),
+		claims:     make(map[netip.Addr]claimEntry),
 		holds:      make(map[string]*holdEntry),
-		poolClaims: make(map[string]map[netip.Addr]struct{}),
 		heldIn:     make(map[string]*heldSet),
 		sharing:    make(map[assign.ShareKey]map[netip.Addr]struct{}),
 		reserved:   make(map[netip.Addr]*Reservation),
@@ -174,15 +174,25 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 			nClaims++
 		}
 	}
-	fresh.allocs, fresh.claims = make(map[string]*allocEntry, nAllocs), make(map[netip.Addr]*claimEntry, nClaims)
+	fresh.allocs, fresh.claims = make(map[string]allocEntry, nAllocs), make(map[netip.Addr]claimEntry, nClaims)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
-	x.poolClaims, x.sharing, x.tombstones, x.expiry, x.progress = fresh.poolClaims, fresh.sharing, fresh.tombstones, nil, 0
+	x.sharing, x.tombstones, x.expiry, x.progress = fresh.sharing, fresh.tombstones, nil, 0
 	x.heldIn, x.groups, x.creations = fresh.heldIn, fresh.groups, fresh.creations
 	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
+	// Pools first: a pool built before its claims takes each as it comes
+	// (addClaim), one built after them would scan every claim (buildPool),
+	// and pools' keys sort after claims'.
 	for _, ev := range events {
-		x.apply(ev)
+		if ev.Ref.Kind == ipam.KindPool {
+			x.apply(ev)
+		}
+	}
+	for _, ev := range events {
+		if ev.Ref.Kind != ipam.KindPool {
+			x.apply(ev)
+		}
 	}
 	x.progress = rev
 }
@@ -265,7 +275,7 @@ func (x *Index) apply(ev ipam.Event) {
 		if a, ok := ev.Value.(*ipam.Allocation); ok && !ev.Deleted {
 			x.used[a.Tenant] += uint64(len(a.Addrs))
 			x.keepCreation(a)
-			x.allocs[ev.Ref.ID] = &allocEntry{a: a, rev: ev.Rev}
+			x.allocs[ev.Ref.ID] = allocEntry{a: a, rev: ev.Rev}
 			if !a.ExpireTime.IsZero() {
 				x.pushExpiry(a.ExpireTime, ev.Ref, ev.Rev)
 			}
@@ -333,13 +343,7 @@ func (x *Index) Used(tenant string) uint64 {
 }
 
 func (x *Index) addClaim(addr netip.Addr, c *ipam.Claim, rev int64) {
-	x.claims[addr] = &claimEntry{c: c, rev: rev}
-	set := x.poolClaims[c.Pool]
-	if set == nil {
-		set = make(map[netip.Addr]struct{})
-		x.poolClaims[c.Pool] = set
-	}
-	set[addr] = struct{}{}
+	x.claims[addr] = claimEntry{c: c, rev: rev}
 	if c.HeldFor != "" {
 		h := x.heldIn[c.Pool]
 		if h == nil {
@@ -367,7 +371,6 @@ func (x *Index) dropClaim(addr netip.Addr) {
 	}
 	delete(x.claims, addr)
 	c := e.c
-	delete(x.poolClaims[c.Pool], addr)
 	if h := x.heldIn[c.Pool]; c.HeldFor != "" && h != nil {
 		h.of(addr).Take(addr)
 		if h.empty() {

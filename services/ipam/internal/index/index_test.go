@@ -465,3 +465,52 @@ func atQuotaWithHold(t *testing.T, ranges string) (*Index, *Reservation) {
 	commit(t, x, rel, 5)
 	return x, a
 }
+
+// A load (Replace) counts each claim in its own pool whatever the order of
+// the events (a store's keys put claims before pools), and so does a pool
+// that arrives after its claims through the watch.
+func TestReplaceCountsClaimsPerPool(t *testing.T) {
+	claim := func(addr, pool string, rev int64) ipam.Event {
+		a := netip.MustParseAddr(addr)
+		return ipam.Event{Ref: ipam.ClaimRef(a), Value: &ipam.Claim{Addr: a, Pool: pool, Tenant: "c1", Holders: []ipam.Holder{{Allocation: "a" + addr}}}, Rev: rev}
+	}
+	events := []ipam.Event{
+		claim("198.51.100.0", "web", 2), claim("198.51.100.1", "web", 3), claim("203.0.113.0", "db", 4),
+		poolEvent(pool(t, "db", "203.0.113.0/30"), 1), poolEvent(pool(t, "web", "198.51.100.0/30"), 1),
+	}
+	type counts struct{ Web, DB []netip.Addr }
+	want := counts{Web: addrs("198.51.100.0", "198.51.100.1"), DB: addrs("203.0.113.0")}
+	for _, tc := range []struct {
+		name string
+		load func(x *Index)
+	}{
+		{"replace", func(x *Index) { x.Replace(events, 4) }},
+		{"replace, pools first", func(x *Index) { x.Replace(append(slices.Clone(events[3:]), events[:3]...), 4) }},
+		{"watch, pools after claims", func(x *Index) { x.Apply(events[:3], 0); x.Apply(events[3:], 4) }},
+	} {
+		x := New()
+		tc.load(x)
+		got := counts{Web: x.ClaimsInPool("web"), DB: x.ClaimsInPool("db")}
+		slices.SortFunc(got.Web, netip.Addr.Compare)
+		if diff := cmp.Diff(want, got, addrCmp); diff != "" {
+			t.Errorf("%s: claims per pool (-want +got):\n%s", tc.name, diff)
+		}
+		var used []uint64
+		for _, name := range []string{"web", "db"} {
+			for _, u := range x.Usage(name) {
+				used = append(used, u.Used)
+			}
+		}
+		if diff := cmp.Diff([]uint64{2, 1}, used); diff != "" {
+			t.Errorf("%s: addresses used in web, db (-want +got):\n%s", tc.name, diff)
+		}
+		a := &ipam.Allocation{Tenant: "c1", Owner: "next", RequestedPool: "web"}
+		p, err := planAllocate(x, a, t0)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := p.Alloc.Addrs; len(got) != 1 || got[0] != netip.MustParseAddr("198.51.100.2") {
+			t.Errorf("%s: next address in web %v, want 198.51.100.2", tc.name, got)
+		}
+	}
+}

@@ -23,7 +23,10 @@ type poolEntry struct {
 }
 
 // buildPool makes the entry of a pool: its free lists are its space less
-// the addresses claimed or reserved in it. Cost: O(claims in the pool).
+// the addresses claimed or reserved in it. Cost: O(claims), all pools' (the
+// index keeps no per-pool set of claims: at a million, that set cost as
+// much memory as the claims' own map); a pool changes rarely, and a load
+// builds the pools before their claims arrive (Replace).
 func (x *Index) buildPool(p *ipam.Pool, rev int64) *poolEntry {
 	space, err := addrspace.NewSpace(p.Ranges, p.Exclusions, p.AvoidBuggyIPs)
 	if err != nil {
@@ -39,9 +42,11 @@ func (x *Index) buildPool(p *ipam.Pool, rev int64) *poolEntry {
 		free6: space.FreeList(false),
 		x:     x,
 	}
-	for a := range x.poolClaims[p.Name] {
-		e.take(a)
-		e.count(a, true)
+	for a, c := range x.claims {
+		if c.c.Pool == p.Name {
+			e.take(a)
+			e.count(a, true)
+		}
 	}
 	for a := range x.reserved {
 		if space.Contains(a) {
@@ -160,13 +165,15 @@ func (x *Index) Overlapping(name string, ranges []addrspace.Range) (string, addr
 	return "", addrspace.Range{}, false
 }
 
-// ClaimsInPool returns the addresses claimed in a pool.
+// ClaimsInPool returns the addresses claimed in a pool. Cost: O(claims).
 func (x *Index) ClaimsInPool(name string) []netip.Addr {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]netip.Addr, 0, len(x.poolClaims[name]))
-	for a := range x.poolClaims[name] {
-		out = append(out, a)
+	var out []netip.Addr
+	for a, c := range x.claims {
+		if c.c.Pool == name {
+			out = append(out, a)
+		}
 	}
 	return out
 }

@@ -132,6 +132,10 @@ type coldFiller struct {
 	next   int
 	v4next [coldPools]int
 	now    time.Time
+	// distinctLabels gives every owner a label set of its own (app=its
+	// name), where the benchmark's repeat (50 apps, 7 teams): a replica
+	// can share the maps of equal sets, not of distinct ones.
+	distinctLabels bool
 }
 
 // allocation returns the i-th allocation and its claims. Allocation i is in
@@ -150,6 +154,9 @@ func (f *coldFiller) allocation(i int) (*ipam.Allocation, []*ipam.Claim) {
 		Ports:      []ipam.Port{{Number: 443, Protocol: ipam.TCP}},
 		CreateTime: f.now, UpdateTime: f.now,
 		Created: &ipam.Creation{AuditID: fmt.Sprintf("%016x", ^uint64(f.now.UnixNano())-uint64(i)), Actor: "spiffe://beacon/adapter/" + tenant},
+	}
+	if f.distinctLabels {
+		a.OwnerLabels["app"] = fmt.Sprintf("svc-%07d", i)
 	}
 	addrs := []netip.Addr{coldV6(p, n)}
 	if i%coldDualEvery == 0 {

@@ -41,6 +41,7 @@ type coldRow struct {
 	starts     []time.Duration
 	cpu        time.Duration // ipamd's CPU time by then (median)
 	rss        float64       // MiB, median, right after that answer
+	peak       float64       // MiB, median of VmHWM then: the most resident while loading
 	listP99    time.Duration
 	listP50    time.Duration
 	listPages  int
@@ -57,6 +58,7 @@ type coldRow struct {
 //	BENCH scale_cold_start_<size>_s      exec → first Allocate answered (median)
 //	BENCH scale_cold_start_cpu_<size>_s  ipamd's CPU time (user+system) by then (median)
 //	BENCH scale_rss_<size>_mib           ipamd's VmRSS right after that answer (median)
+//	BENCH scale_rss_peak_<size>_mib      ipamd's VmHWM then, its peak while loading (median)
 //	BENCH scale_list_page_p99_<size>_ms  p99 of ListAllocations pages of 100 (1k: the reference)
 //	BENCH scale_list_page_p99_ms         the same at the largest size
 //	BENCH scale_list_page_p99_ratio      largest size's p99 over the reference's
@@ -102,13 +104,20 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 	fmt.Fprintf(cfg.Log, "created %d tenants, %d pools, %d nodes, %d peers in %v\n", coldTenants, coldPools, coldTenants*coldNodesPer, coldTenants*coldPeersPer, time.Since(t0).Round(time.Millisecond))
 
 	st, stopStore := runStore(ctx, client, cfg.Log)
-	filler := &coldFiller{st: st, now: time.Now().UTC()}
-	var rows []coldRow
+	filler := &coldFiller{st: st, now: time.Now().UTC(), distinctLabels: cfg.DistinctLabels}
+	var rows, before []coldRow
 	for _, size := range append([]int{coldReference}, coldSizes(cfg.Quick)...) {
 		if err := filler.fillTo(ctx, size, cfg.Log); err != nil {
 			return nil, errors.Join(err, stopStore())
 		}
-		row, err := coldMeasure(ctx, cfg, client, endpoint, size, trials)
+		if cfg.IPAMDBefore != "" {
+			row, err := coldMeasure(ctx, cfg, cfg.IPAMDBefore, client, endpoint, size, trials)
+			if err != nil {
+				return nil, errors.Join(err, stopStore())
+			}
+			before = append(before, row)
+		}
+		row, err := coldMeasure(ctx, cfg, cfg.IPAMD, client, endpoint, size, trials)
 		if err != nil {
 			return nil, errors.Join(err, stopStore())
 		}
@@ -116,6 +125,11 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 	}
 	if err := stopStore(); err != nil {
 		return nil, err
+	}
+	if len(before) > 0 {
+		fmt.Fprintf(cfg.Log, "\n%s (--ipamd-before), measured before %s at each size:\n", cfg.IPAMDBefore, cfg.IPAMD)
+		coldTable(cfg, before)
+		fmt.Fprintf(cfg.Log, "%s:\n", cfg.IPAMD)
 	}
 	coldTable(cfg, rows)
 
@@ -127,6 +141,7 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 			bench.Figure{Name: "scale_cold_start_" + n + "_s", Value: r.start.Seconds(), Unit: unitSeconds},
 			bench.Figure{Name: "scale_cold_start_cpu_" + n + "_s", Value: r.cpu.Seconds(), Unit: unitSeconds},
 			bench.Figure{Name: "scale_rss_" + n + "_mib", Value: r.rss, Unit: bench.UnitMiB},
+			bench.Figure{Name: "scale_rss_peak_" + n + "_mib", Value: r.peak, Unit: bench.UnitMiB},
 			bench.Figure{Name: "scale_list_page_p99_" + n + "_ms", Value: millis(r.listP99), Unit: unitMillis},
 		)
 	}
@@ -139,18 +154,18 @@ func coldStart(ctx context.Context, cfg Config) (figs []bench.Figure, err error)
 
 // coldMeasure measures one size: trials cold starts, then the list pages
 // on a replica started once more.
-func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint string, size, trials int) (coldRow, error) {
+func coldMeasure(ctx context.Context, cfg Config, ipamd string, client *store.Client, endpoint string, size, trials int) (coldRow, error) {
 	row := coldRow{size: size}
 	if h, err := client.Health(ctx); err == nil && len(h.Members) > 0 {
 		row.dbSize, row.dbSizeUsed = h.Members[0].DBSize, h.Members[0].DBSizeInUse
 	}
-	var rss []float64
+	var rss, peak []float64
 	var cpu []time.Duration
 	for i := range trials {
 		var r bench.ColdStartResult
 		var err error
 		for try := range portTries {
-			r, err = bench.ColdStartOnce(ctx, cfg.IPAMD, endpoint, fmt.Sprintf("%s-%d-%d", sizeName(size), i, try))
+			r, err = bench.ColdStartOnce(ctx, ipamd, endpoint, fmt.Sprintf("%s-%d-%d", sizeName(size), i, try))
 			if !portTaken(err) {
 				break
 			}
@@ -158,16 +173,17 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 		if err != nil {
 			return row, fmt.Errorf("cold start at %d: %w", size, err)
 		}
-		fmt.Fprintf(cfg.Log, "%s stored: cold start #%d %v (ipamd CPU %v), VmRSS %.0f MiB\n", sizeName(size), i+1, r.Took.Round(time.Millisecond), r.CPU, r.RSSMiB)
-		row.starts, rss, cpu = append(row.starts, r.Took), append(rss, r.RSSMiB), append(cpu, r.CPU)
+		fmt.Fprintf(cfg.Log, "%s stored: %s cold start #%d %v (ipamd CPU %v), VmRSS %.0f MiB, VmHWM %.0f MiB\n", sizeName(size), ipamd, i+1, r.Took.Round(time.Millisecond), r.CPU, r.RSSMiB, r.PeakMiB)
+		row.starts, rss, cpu, peak = append(row.starts, r.Took), append(rss, r.RSSMiB), append(cpu, r.CPU), append(peak, r.PeakMiB)
 	}
 	row.cpu = slices.Sorted(slices.Values(cpu))[len(cpu)/2]
 	row.start = slices.Sorted(slices.Values(row.starts))[len(row.starts)/2]
 	row.rss = slices.Sorted(slices.Values(rss))[len(rss)/2]
+	row.peak = slices.Sorted(slices.Values(peak))[len(peak)/2]
 
 	var lat []time.Duration
 	for try := range portTries {
-		d, err := bench.StartIPAMD(cfg.IPAMD, endpoint)
+		d, err := bench.StartIPAMD(ipamd, endpoint)
 		if err != nil {
 			return row, err
 		}
@@ -191,7 +207,7 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 	}
 	slices.Sort(lat)
 	row.listP99, row.listP50, row.listPages = bench.Percentile(lat, 99), bench.Percentile(lat, 50), len(lat)
-	fmt.Fprintf(cfg.Log, "%s stored: %d list pages, p50 %v, p99 %v\n", sizeName(size), len(lat), row.listP50.Round(time.Microsecond), row.listP99.Round(time.Microsecond))
+	fmt.Fprintf(cfg.Log, "%s stored: %s %d list pages, p50 %v, p99 %v\n", sizeName(size), ipamd, len(lat), row.listP50.Round(time.Microsecond), row.listP99.Round(time.Microsecond))
 	return row, nil
 }
 
@@ -230,16 +246,16 @@ func listPages(ctx context.Context, allocs ipamv1.AllocationServiceClient) ([]ti
 
 // coldTable logs the growth table.
 func coldTable(cfg Config, rows []coldRow) {
-	fmt.Fprintf(cfg.Log, "\n| allocations | cold start (median; all) | per 100k | ipamd CPU | per 100k | VmRSS | per 100k | list p50 | list p99 | etcd DB (in use) |\n")
-	fmt.Fprintf(cfg.Log, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(cfg.Log, "\n| allocations | cold start (median; all) | per 100k | ipamd CPU | per 100k | VmRSS | per 100k | VmHWM (peak) | list p50 | list p99 | etcd DB (in use) |\n")
+	fmt.Fprintf(cfg.Log, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		var all []string
 		for _, s := range r.starts {
 			all = append(all, strconv.FormatFloat(s.Seconds(), 'f', 1, 64))
 		}
 		per := float64(r.size) / 100_000
-		fmt.Fprintf(cfg.Log, "| %s | %.1f s (%s) | %.2f s | %.1f s | %.2f s | %.0f MiB | %.0f MiB | %.1f ms | %.1f ms | %.0f MiB (%.0f MiB) |\n",
-			sizeName(r.size), r.start.Seconds(), strings.Join(all, ", "), r.start.Seconds()/per, r.cpu.Seconds(), r.cpu.Seconds()/per, r.rss, r.rss/per,
+		fmt.Fprintf(cfg.Log, "| %s | %.1f s (%s) | %.2f s | %.1f s | %.2f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f ms | %.1f ms | %.0f MiB (%.0f MiB) |\n",
+			sizeName(r.size), r.start.Seconds(), strings.Join(all, ", "), r.start.Seconds()/per, r.cpu.Seconds(), r.cpu.Seconds()/per, r.rss, r.rss/per, r.peak,
 			millis(r.listP50), millis(r.listP99), float64(r.dbSize)/(1<<20), float64(r.dbSizeUsed)/(1<<20))
 	}
 	fmt.Fprintln(cfg.Log)

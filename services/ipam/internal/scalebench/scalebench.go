@@ -15,6 +15,15 @@ type Config struct {
 	// IPAMD is the ipamd binary, for the parts that start replicas as
 	// processes.
 	IPAMD string
+	// IPAMDBefore, if set, is another ipamd binary (the one before a
+	// change) whose cold start is measured too, at each size just before
+	// IPAMD's, against the same state: its table is printed, its figures
+	// are not BENCH lines.
+	IPAMDBefore string
+	// DistinctLabels gives every allocation of the cold start an owner
+	// label set of its own (app=its name) instead of one of 350 repeating
+	// sets: a replica shares the maps of equal sets only.
+	DistinctLabels bool
 	// Etcd is the etcd binary, for the parts that run a 3-member etcd
 	// cluster; empty embeds etcd.
 	Etcd string

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"maps"
 	"net/netip"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -18,7 +20,7 @@ func TestInternSharesStrings(t *testing.T) {
 		`{"tenant":"t1","id":"a1","owner":"ns/svc-1","namespace":"ns","ownerLabels":{"app":"web"},"pool":"p","addrs":["2001:db8::1"],"created":{"auditID":"x1","actor":"spiffe://beacon/adapter/t1"}}`,
 		`{"tenant":"t1","id":"a2","owner":"ns/svc-2","namespace":"ns","ownerLabels":{"app":"web"},"pool":"p","addrs":["2001:db8::2"],"created":{"auditID":"x2","actor":"spiffe://beacon/adapter/t1"}}`,
 	}
-	in := interner{}
+	in := newInterner()
 	var got []*ipam.Allocation
 	for _, r := range raw {
 		v, err := decode(ipam.KindAllocation, []byte(r))
@@ -46,5 +48,37 @@ func TestInternSharesStrings(t *testing.T) {
 		if !same(tc.a, tc.b) {
 			t.Errorf("%s: two copies of %q", tc.field, tc.a)
 		}
+	}
+}
+
+// Equal label sets share one map; different ones, however their strings
+// run together, do not.
+func TestInternSharesLabelSets(t *testing.T) {
+	in := newInterner()
+	sets := []map[string]string{
+		{"app": "web", "team": "a"},
+		{"team": "a", "app": "web"},
+		{"app": "webteam", "": "a"},
+		{"a": "bc"},
+		{"ab": "c"},
+		{"app": "web"},
+	}
+	got := make([]map[string]string, len(sets))
+	for i, m := range sets {
+		got[i] = in.labelSet(maps.Clone(m))
+		if diff := cmp.Diff(m, got[i]); diff != "" {
+			t.Errorf("set %d changed: -want +got\n%s", i, diff)
+		}
+	}
+	ptr := func(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
+	for i := range got {
+		for j := range i {
+			if shared, want := ptr(got[i]) == ptr(got[j]), maps.Equal(sets[i], sets[j]); shared != want {
+				t.Errorf("sets %d and %d (%v, %v): shared %v, want %v", j, i, sets[j], sets[i], shared, want)
+			}
+		}
+	}
+	if m := in.labelSet(nil); m != nil {
+		t.Errorf("labelSet(nil) = %v, want nil", m)
 	}
 }

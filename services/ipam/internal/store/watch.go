@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -32,7 +33,7 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 	work := make(chan chunk, 2*runtime.GOMAXPROCS(0))
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			in := interner{}
+			in := newInterner()
 			for c := range work {
 				evs := make([]ipam.Event, 0, len(c.kvs))
 				for _, kv := range c.kvs {
@@ -191,6 +192,10 @@ func eventOf(kv *mvccpb.KeyValue, deleted bool) (ipam.Event, bool, error) {
 	if !ok {
 		return ipam.Event{}, false, nil
 	}
+	// The ID is a part of the key: a copy of its own lets the key go (the
+	// index keeps IDs as long as their objects, and the prefix is most of
+	// the key).
+	ref.ID = strings.Clone(ref.ID)
 	ev := ipam.Event{Ref: ref, Rev: kv.ModRevision}
 	if deleted {
 		return ev, true, nil
