@@ -75,26 +75,17 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func cmpRoute(a, b ipam.PlanRoute) int {
-	if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Peer, b.Peer)
-}
 
 func cmpL2(a, b ipam.PlanL2) int { return a.Addr.Compare(b.Addr) }
 
 // canonical returns p with its lists sorted (p itself when they are).
 func canonical(p *ipam.NodePlan) *ipam.NodePlan {
-	if slices.IsSortedFunc(p.Peers, cmpPeer) && slices.IsSortedFunc(p.Routes, cmpRoute) && slices.IsSortedFunc(p.L2, cmpL2) {
+	// Routes are sorted (ipam.Routes); JSON encodes them as a list.
+	if slices.IsSortedFunc(p.Peers, cmpPeer) && slices.IsSortedFunc(p.L2, cmpL2) {
 		return p
 	}
-	c := &ipam.NodePlan{Peers: slices.Clone(p.Peers), Routes: slices.Clone(p.Routes), L2: slices.Clone(p.L2)}
+	c := &ipam.NodePlan{Peers: slices.Clone(p.Peers), Routes: p.Routes, L2: slices.Clone(p.L2)}
 	slices.SortStableFunc(c.Peers, cmpPeer)
-	slices.SortStableFunc(c.Routes, cmpRoute)
 	slices.SortStableFunc(c.L2, cmpL2)
 	return c
 }
