@@ -13,7 +13,9 @@ import (
 // may be nil (no plan). Entries are compared by value: a peer whose resource
 // changed in any field is upserted. Use it when nodes, peers or
 // advertisements change and plans are recomputed in full. Cost:
-// O(|old|+|new|), both being sorted as Plans sorts them.
+// O(|old|+|new|), both being sorted as Plans sorts them, except for routes
+// that share chunks (one plan made from the other by Apply): those are
+// skipped (see ipam.Routes.Diff).
 func Diff(old, new *ipam.NodePlan) *Delta {
 	if old == nil {
 		old = &ipam.NodePlan{}
@@ -26,12 +28,7 @@ func Diff(old, new *ipam.NodePlan) *Delta {
 		func(p ipam.PlanPeer) { d.RemovePeers = append(d.RemovePeers, p.Peer.ID) },
 		func(p ipam.PlanPeer) { d.UpsertPeers = append(d.UpsertPeers, p) },
 		func(a, b ipam.PlanPeer) bool { return peerEqual(a, b) })
-	if !old.Routes.Same(new.Routes) {
-		walk(old.Routes.Slice(), new.Routes.Slice(), cmpRoute,
-			func(r ipam.PlanRoute) { d.RemoveRoutes = append(d.RemoveRoutes, r.Key()) },
-			func(r ipam.PlanRoute) { d.UpsertRoutes = append(d.UpsertRoutes, r) },
-			routeEqual)
-	}
+	d.UpsertRoutes, d.RemoveRoutes = old.Routes.Diff(new.Routes)
 	walk(old.L2, new.L2, func(a, b ipam.PlanL2) int { return a.Addr.Compare(b.Addr) },
 		func(l ipam.PlanL2) { d.RemoveL2 = append(d.RemoveL2, l.Addr) },
 		func(l ipam.PlanL2) { d.UpsertL2 = append(d.UpsertL2, l) },
