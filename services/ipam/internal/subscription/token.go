@@ -139,7 +139,11 @@ func (d digest) apply(old *ipam.NodePlan, delta *planner.Delta) digest {
 			d.sub(peerHash(p))
 		}
 	}
+	goneP := keySet(delta.RemovePeers, delta.UpsertPeers)
 	for _, p := range delta.UpsertPeers {
+		if p.Peer != nil && goneP[p.Peer.ID] {
+			continue // removed: a removal wins, as in planner.Apply
+		}
 		if p.Peer != nil {
 			if o, ok := peer(p.Peer.ID); ok {
 				d.sub(peerHash(o))
@@ -160,7 +164,11 @@ func (d digest) apply(old *ipam.NodePlan, delta *planner.Delta) digest {
 			d.sub(routeHash(&buf, r))
 		}
 	}
+	goneR := keySet(delta.RemoveRoutes, delta.UpsertRoutes)
 	for _, r := range delta.UpsertRoutes {
+		if goneR[r.Key()] {
+			continue
+		}
 		if o, ok := route(r.Key()); ok {
 			d.sub(routeHash(&buf, o))
 		}
@@ -178,13 +186,30 @@ func (d digest) apply(old *ipam.NodePlan, delta *planner.Delta) digest {
 			d.sub(l2Hash(&buf, l))
 		}
 	}
+	goneL := keySet(delta.RemoveL2, delta.UpsertL2)
 	for _, l := range delta.UpsertL2 {
+		if goneL[l.Addr] {
+			continue
+		}
 		if o, ok := l2(l.Addr); ok {
 			d.sub(l2Hash(&buf, o))
 		}
 		d.add(l2Hash(&buf, l))
 	}
 	return d
+}
+
+// keySet is the set of keys, or nil when there are no upserts to check
+// against it.
+func keySet[K comparable, T any](keys []K, upserts []T) map[K]bool {
+	if len(keys) == 0 || len(upserts) == 0 {
+		return nil
+	}
+	m := make(map[K]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }
 
 // The entries' encodings, each tagged with its kind: a peer as JSON (a

@@ -77,6 +77,21 @@ func TestTokenIncremental(t *testing.T) {
 				}
 			}
 			d := planner.Diff(cur, next)
+			if step%4 == 1 { // a delta that upserts what it removes: the removal wins, as in Apply
+				if rs := cur.Routes.Slice(); len(rs) > 0 {
+					r := rs[rng.IntN(len(rs))]
+					d.RemoveRoutes = insertSorted(d.RemoveRoutes, r.Key(), ipam.CompareRouteKeys)
+					r.MED++
+					d.UpsertRoutes = insertSorted(d.UpsertRoutes, r, func(a, b ipam.PlanRoute) int { return ipam.CompareRouteKeys(a.Key(), b.Key()) })
+				}
+				if len(cur.L2) > 0 {
+					l := cur.L2[0]
+					d.RemoveL2 = insertSorted(d.RemoveL2, l.Addr, func(a, b netip.Addr) int { return a.Compare(b) })
+					l.Allocation += "x"
+					d.UpsertL2 = insertSorted(d.UpsertL2, l, func(a, b ipam.PlanL2) int { return a.Addr.Compare(b.Addr) })
+				}
+				next = planner.Apply(cur, d)
+			}
 			got := tok.next(next, nil, d)
 			if want := Token(next); got != want {
 				t.Fatalf("seed %d step %d: token after the change %q, want the plan's %q", seed, step, got, want)
@@ -91,6 +106,18 @@ func TestTokenIncremental(t *testing.T) {
 			cur = next
 		}
 	}
+}
+
+// insertSorted puts v in sorted list s in its place, replacing an equal
+// entry, in a new slice.
+func insertSorted[T any](s []T, v T, cmp func(a, b T) int) []T {
+	i, found := slices.BinarySearchFunc(s, v, cmp)
+	s = slices.Clone(s)
+	if found {
+		s[i] = v
+		return s
+	}
+	return slices.Insert(s, i, v)
 }
 
 // TestTokenContent: the token does not depend on the order of the plan's
