@@ -32,13 +32,15 @@ func run() (err error) {
 	etcd := fs.String("etcd", "", "the etcd binary, for the parts that run a 3-member etcd cluster (empty: embedded etcd)")
 	only := fs.String("only", "", "comma-separated parts to run alone: "+strings.Join(scalebench.Parts(), ", ")+" (default: all)")
 	quick := fs.Bool("quick", false, "run each part at its smallest sizes only")
+	planSize := fs.String("plan-size", "", "the plan part's only size, TENANTSxALLOCATIONSxNODES per tenant (e.g. 1x100000x300: one very large tenant)")
+	planNoFeed := fs.Bool("plan-no-feed", false, "skip the plan part's feed phase (gRPC subscribers)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := scalebench.Config{IPAMD: *ipamd, IPAMDBefore: *ipamdBefore, DistinctLabels: *distinct, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
+	cfg := scalebench.Config{IPAMD: *ipamd, IPAMDBefore: *ipamdBefore, DistinctLabels: *distinct, Etcd: *etcd, Quick: *quick, PlanSize: *planSize, PlanNoFeed: *planNoFeed, Log: os.Stderr}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

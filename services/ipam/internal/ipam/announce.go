@@ -250,6 +250,6 @@ type PlanL2 struct {
 // NodePlan is everything one node must announce.
 type NodePlan struct {
 	Peers  []PlanPeer
-	Routes []PlanRoute
+	Routes Routes
 	L2     []PlanL2
 }

@@ -212,7 +212,7 @@ func (c *compiled) affectRoutes(others []*ipam.Allocation, before, after *ipam.A
 			walk(rb, ra, cmpRoute,
 				func(r ipam.PlanRoute) {
 					d := get(n)
-					d.RemoveRoutes = append(d.RemoveRoutes, RouteKey{r.Prefix, r.Peer})
+					d.RemoveRoutes = append(d.RemoveRoutes, r.Key())
 				},
 				func(r ipam.PlanRoute) {
 					d := get(n)

@@ -178,7 +178,7 @@ func TestDiffApply(t *testing.T) {
 			var oldCopy ipam.NodePlan
 			if old != nil {
 				oldCopy = ipam.NodePlan{Peers: append([]ipam.PlanPeer(nil), old.Peers...),
-					Routes: append([]ipam.PlanRoute(nil), old.Routes...), L2: append([]ipam.PlanL2(nil), old.L2...)}
+					Routes: ipam.RoutesOf(old.Routes.Slice()), L2: append([]ipam.PlanL2(nil), old.L2...)}
 			}
 			got := Apply(old, Diff(old, new))
 			want := new

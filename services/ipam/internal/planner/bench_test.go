@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
@@ -18,7 +19,7 @@ import (
 // (iBGP with BFD on every node, eBGP on edge nodes).
 //
 // With localBGP false, the LOCAL allocations are all in the L2 pool, so
-// that every node of a class shares one Routes slice.
+// that every node of a class shares one Routes list.
 func benchInput(b testing.TB, nodes, allocs int, localBGP bool) *Input {
 	rng := rand.New(rand.NewPCG(1, 2))
 	in := &Input{
@@ -155,6 +156,55 @@ func BenchmarkPlanSingleChange(b *testing.B) {
 				Affected(in, c.before, c.after, owners)
 			}
 			reportMS(b)
+		})
+	}
+}
+
+// indexedAllocs indexes allocations by address, as the IPAM's state does,
+// for Replan in benchmarks (allocsOf walks them all for every address).
+func indexedAllocs(list []*ipam.Allocation) (Allocations, map[netip.Addr][]*ipam.Allocation) {
+	byAddr := map[netip.Addr][]*ipam.Allocation{}
+	for _, a := range list {
+		for _, ad := range a.Addrs {
+			byAddr[ad] = append(byAddr[ad], a)
+		}
+	}
+	return Allocations{
+		All:     slices.Values(list),
+		Holding: func(addr netip.Addr) []*ipam.Allocation { return byAddr[addr] },
+	}, byAddr
+}
+
+// BenchmarkReplanRouteChange is what the IPAM does for one allocation
+// announced over BGP, on every node of its tenant: Replan and ApplyAll of
+// its allocation, then of its release (one op is both). The large case is
+// one tenant of 100,000 allocations (50,000 BGP-announced addresses: 50,000
+// routes per node, 100,000 on edge nodes) over 300 nodes; the small one is
+// a tenant of the 100-tenant scale run (10,000 allocations, 100 nodes).
+func BenchmarkReplanRouteChange(b *testing.B) {
+	for _, sz := range []struct{ nodes, allocs int }{{100, 10000}, {300, 100000}} {
+		b.Run(fmt.Sprintf("%dx%d", sz.nodes, sz.allocs), func(b *testing.B) {
+			in := benchInput(b, sz.nodes, sz.allocs, false)
+			owners := L2Owners(in)
+			in.L2Owners = owners
+			p := Prepare(in)
+			plans := Plans(in, owners)
+			b.ReportMetric(float64(plans["node-0001"].Routes.Len()), "routes/node")
+			added := alloc("new-bgp", "bgppool", "10.1.250.1")
+			with, _ := indexedAllocs(append(slices.Clip(in.Allocations), added))
+			without, _ := indexedAllocs(in.Allocations)
+			owner := func(a netip.Addr) string { return owners[a] }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				d := p.Replan(plans, with, Change{Allocations: []*ipam.Allocation{added}}, owner)
+				if len(d) == 0 {
+					b.Fatal("no node's plan changed")
+				}
+				ApplyAll(plans, d)
+				ApplyAll(plans, p.Replan(plans, without, Change{Allocations: []*ipam.Allocation{added}}, owner))
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N)/2, "ms/change")
 		})
 	}
 }

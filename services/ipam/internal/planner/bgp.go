@@ -248,23 +248,12 @@ func (c *compiled) attrs(pi int, via bitset) ipam.PlanRoute {
 
 // cmpRoute orders routes by prefix, then peer ID.
 func cmpRoute(a, b ipam.PlanRoute) int {
-	return cmpRouteKey(RouteKey{a.Prefix, a.Peer}, RouteKey{b.Prefix, b.Peer})
+	return cmpRouteKey(a.Key(), b.Key())
 }
 
 // cmpRouteKey orders route keys by prefix (address, then length), then
 // peer ID.
-func cmpRouteKey(a, b RouteKey) int {
-	if c := cmpPrefix(a.Prefix, b.Prefix); c != 0 {
-		return c
-	}
-	switch {
-	case a.Peer < b.Peer:
-		return -1
-	case a.Peer > b.Peer:
-		return 1
-	}
-	return 0
-}
+func cmpRouteKey(a, b RouteKey) int { return ipam.CompareRouteKeys(a, b) }
 
 func cmpPrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {

@@ -198,8 +198,8 @@ func TestPlansRoutes(t *testing.T) {
 			plans := Plans(in, nil)
 			got := map[string][]ipam.PlanRoute{}
 			for name, p := range plans {
-				if len(p.Routes) > 0 {
-					got[name] = p.Routes
+				if p.Routes.Len() > 0 {
+					got[name] = p.Routes.Slice()
 				}
 			}
 			if tt.want == nil {
@@ -241,7 +241,7 @@ func TestPlansPeersAndNodes(t *testing.T) {
 	if diff := cmp.Diff(want, peers); diff != "" {
 		t.Errorf("peers (-want +got):\n%s", diff)
 	}
-	if len(plans["n3"].Routes) != 0 {
+	if plans["n3"].Routes.Len() != 0 {
 		t.Errorf("draining node routes: %v", plans["n3"].Routes)
 	}
 }
@@ -342,8 +342,8 @@ func TestPlansRoutesFamilies(t *testing.T) {
 			plans := Plans(in, nil)
 			got := map[string][]ipam.PlanRoute{}
 			for name, p := range plans {
-				if len(p.Routes) > 0 {
-					got[name] = p.Routes
+				if p.Routes.Len() > 0 {
+					got[name] = p.Routes.Slice()
 				}
 				if one := Plan(in, nil, name); !cmp.Equal(one.Routes, p.Routes, planOpts()) {
 					t.Errorf("Plan(%s) routes differ from Plans': %s", name, cmp.Diff(p.Routes, one.Routes, planOpts()))

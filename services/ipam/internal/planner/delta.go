@@ -13,7 +13,9 @@ import (
 // may be nil (no plan). Entries are compared by value: a peer whose resource
 // changed in any field is upserted. Use it when nodes, peers or
 // advertisements change and plans are recomputed in full. Cost:
-// O(|old|+|new|), both being sorted as Plans sorts them.
+// O(|old|+|new|), both being sorted as Plans sorts them, except for routes
+// that share chunks (one plan made from the other by Apply): those are
+// skipped (see ipam.Routes.Diff).
 func Diff(old, new *ipam.NodePlan) *Delta {
 	if old == nil {
 		old = &ipam.NodePlan{}
@@ -26,10 +28,7 @@ func Diff(old, new *ipam.NodePlan) *Delta {
 		func(p ipam.PlanPeer) { d.RemovePeers = append(d.RemovePeers, p.Peer.ID) },
 		func(p ipam.PlanPeer) { d.UpsertPeers = append(d.UpsertPeers, p) },
 		func(a, b ipam.PlanPeer) bool { return peerEqual(a, b) })
-	walk(old.Routes, new.Routes, cmpRoute,
-		func(r ipam.PlanRoute) { d.RemoveRoutes = append(d.RemoveRoutes, RouteKey{r.Prefix, r.Peer}) },
-		func(r ipam.PlanRoute) { d.UpsertRoutes = append(d.UpsertRoutes, r) },
-		routeEqual)
+	d.UpsertRoutes, d.RemoveRoutes = old.Routes.Diff(new.Routes)
 	walk(old.L2, new.L2, func(a, b ipam.PlanL2) int { return a.Addr.Compare(b.Addr) },
 		func(l ipam.PlanL2) { d.RemoveL2 = append(d.RemoveL2, l.Addr) },
 		func(l ipam.PlanL2) { d.UpsertL2 = append(d.UpsertL2, l) },
@@ -64,11 +63,7 @@ func peerEqual(a, b ipam.PlanPeer) bool {
 		(a.BFD == b.BFD || reflect.DeepEqual(a.BFD, b.BFD))
 }
 
-func routeEqual(a, b ipam.PlanRoute) bool {
-	return a.Prefix == b.Prefix && a.Peer == b.Peer && a.LocalPref == b.LocalPref &&
-		a.MED == b.MED && a.ASPathPrepend == b.ASPathPrepend &&
-		slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)
-}
+func routeEqual(a, b ipam.PlanRoute) bool { return a.Equal(b) }
 
 func l2Equal(a, b ipam.PlanL2) bool {
 	return a.Addr == b.Addr && a.Allocation == b.Allocation && slices.Equal(a.Interfaces, b.Interfaces)
@@ -76,7 +71,8 @@ func l2Equal(a, b ipam.PlanL2) bool {
 
 // Apply returns plan p (nil: empty) changed by d, as a new plan: p and its
 // slices are not modified, so plans that share slices stay intact. Cost:
-// O(|p|+|d|) when d is sorted as Diff and Affected return it.
+// O(|p|+|d|) when d is sorted as Diff and Affected return it, except for
+// the routes: O(R/128 + 128) per changed chunk of them (see ipam.Routes).
 func Apply(p *ipam.NodePlan, d *Delta) *ipam.NodePlan {
 	if p == nil {
 		p = &ipam.NodePlan{}
@@ -87,8 +83,7 @@ func Apply(p *ipam.NodePlan, d *Delta) *ipam.NodePlan {
 	return &ipam.NodePlan{
 		Peers: patch(p.Peers, d.UpsertPeers, d.RemovePeers,
 			func(x ipam.PlanPeer) string { return x.Peer.ID }, strings.Compare),
-		Routes: patch(p.Routes, d.UpsertRoutes, d.RemoveRoutes,
-			func(r ipam.PlanRoute) RouteKey { return RouteKey{r.Prefix, r.Peer} }, cmpRouteKey),
+		Routes: p.Routes.Patch(d.UpsertRoutes, d.RemoveRoutes),
 		L2: patch(p.L2, d.UpsertL2, d.RemoveL2,
 			func(l ipam.PlanL2) netip.Addr { return l.Addr }, func(a, b netip.Addr) int { return a.Compare(b) }),
 	}

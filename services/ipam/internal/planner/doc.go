@@ -33,7 +33,7 @@
 //     (at most N: O(A·N) hash evaluations in the worst case, a few
 //     nanoseconds each); an allocation with S slots spreads them in O(S·T).
 //   - Plans: O(A·(L+B)) selector evaluations, O(A log A) sorting, O(K·R)
-//     routes built (nodes of one class share one Routes slice), and O(A) for
+//     routes built (nodes of one class share one Routes list), and O(A) for
 //     L2; plus O(R) for each node that is an endpoint of a LOCAL allocation
 //     announced over BGP, which needs its own copy of its routes. That copy
 //     dominates when LOCAL allocations spread over many nodes (in the
@@ -50,9 +50,11 @@
 //     the caller's index of allocations by address, O(N·P) per changed
 //     prefix, O(A) only to find the allocations inside an aggregated
 //     prefix. This is what the IPAM runs per change (see package announce).
-//   - Diff and Apply: linear in the sizes of the plans and the delta;
-//     ApplyAll applies a route change that every node of a class sees once
-//     for the class.
+//   - Diff and Apply: linear in the sizes of the plans and the delta, but
+//     for the routes, which Apply patches in O(R/128 + 128) per chunk of
+//     128 routes it changes (ipam.Routes: chunked, the chunks a change does
+//     not touch shared); ApplyAll applies a route change that every node of
+//     a class sees once for the class.
 //
 // Plans and deltas share slices and pointers with each other and with the
 // Input: treat them as read-only.

@@ -15,10 +15,12 @@ import (
 
 const tenant = "t1"
 
-// planOpts compares plans: nil and empty slices are equal.
+// planOpts compares plans: nil and empty slices are equal, and routes as
+// lists however they are chunked.
 func planOpts() cmp.Options {
 	return cmp.Options{cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
-		cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })}
+		cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+		cmp.Transformer("Slice", ipam.Routes.Slice)}
 }
 
 // labels builds a label map from "k=v" pairs.

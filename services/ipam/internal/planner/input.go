@@ -48,12 +48,7 @@ type Warning struct {
 }
 
 // RouteKey names a route in a node's plan: one prefix to one peer.
-type RouteKey struct {
-	// Prefix is the announced prefix.
-	Prefix netip.Prefix
-	// Peer is the BGPPeer ID.
-	Peer string
-}
+type RouteKey = ipam.RouteKey
 
 // Delta is a change to one node's plan, in the shape of the announcer
 // stream's PlanChange: upserts replace the entry with the same key (peer ID,

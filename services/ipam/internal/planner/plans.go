@@ -30,12 +30,11 @@ import (
 //     first of them ("tenant/id").
 //
 // Plans are read-only: nodes that see the same routes share one Routes
-// slice (capacity clipped, so append copies), and routes share their
-// community slices. Cost: compile, O(A·(L+B)) selector evaluations,
+// list (ipam.Routes, immutable), and routes share their community slices. Cost: compile, O(A·(L+B)) selector evaluations,
 // O(A log A) sorting, O(K·R) for K classes of nodes with the same node
 // selector matches and R routes per class, and O(A) for L2. A node that is
 // an endpoint of a LOCAL allocation announced over BGP cannot share its
-// class's Routes slice and gets its own copy: O(R) more for each such node,
+// class's Routes list and gets its own copy: O(R) more for each such node,
 // which dominates when LOCAL allocations are spread over many nodes.
 func Plans(in *Input, owners map[netip.Addr]string) map[string]*ipam.NodePlan {
 	c := compile(in)
@@ -190,22 +189,25 @@ func (c *compiled) planRoutes(plans map[string]*ipam.NodePlan, want func(n int) 
 		}
 	}
 
+	shared := make([]ipam.Routes, len(classes))
+	for i, cl := range classes {
+		shared[i] = ipam.RoutesOf(cl.routes)
+	}
 	for n, node := range c.nodes {
 		if classOf[n] < 0 {
 			continue
 		}
-		base := slices.Clip(classes[classOf[n]].routes)
-		plans[node.Name].Routes = mergeOverrides(base, overrides[n])
+		if ovs := overrides[n]; len(ovs) > 0 {
+			plans[node.Name].Routes = ipam.RoutesOf(mergeOverrides(classes[classOf[n]].routes, ovs))
+		} else {
+			plans[node.Name].Routes = shared[classOf[n]]
+		}
 	}
 }
 
 // mergeOverrides returns base, sorted by route key, with the routes of each
-// overridden prefix replaced by the override's; base itself when there is
-// nothing to override.
+// overridden prefix replaced by the override's, in a new slice.
 func mergeOverrides(base []ipam.PlanRoute, ovs []override) []ipam.PlanRoute {
-	if len(ovs) == 0 {
-		return base
-	}
 	out := make([]ipam.PlanRoute, 0, len(base)+len(ovs))
 	i := 0
 	for _, ov := range ovs {

@@ -369,8 +369,8 @@ func TestPropertyRoutes(t *testing.T) {
 		in := newGen(t, seed).input(1+int(seed%12), 1+int(seed%40))
 		got := map[string][]ipam.PlanRoute{}
 		for name, p := range Plans(in, nil) {
-			if len(p.Routes) > 0 {
-				got[name] = p.Routes
+			if p.Routes.Len() > 0 {
+				got[name] = p.Routes.Slice()
 			}
 		}
 		if diff := cmp.Diff(refRoutes(in), got, planOpts()); diff != "" {

@@ -153,17 +153,12 @@ func findL2(p *ipam.NodePlan, addr netip.Addr) (ipam.PlanL2, bool) {
 	return p.L2[i], true
 }
 
-// routesOf returns plan p's routes for prefix pfx (a sub-slice: read-only).
+// routesOf returns plan p's routes for prefix pfx (read-only).
 func routesOf(p *ipam.NodePlan, pfx netip.Prefix) []ipam.PlanRoute {
 	if p == nil {
 		return nil
 	}
-	i, _ := slices.BinarySearchFunc(p.Routes, pfx, func(r ipam.PlanRoute, q netip.Prefix) int { return cmpPrefix(r.Prefix, q) })
-	j := i
-	for j < len(p.Routes) && p.Routes[j].Prefix == pfx {
-		j++
-	}
-	return p.Routes[i:j]
+	return p.Routes.Prefix(pfx)
 }
 
 // replanRoutes records the route changes of the prefixes the versions in ch
@@ -226,7 +221,7 @@ func (c *compiled) replanRoutes(plans map[string]*ipam.NodePlan, allocs Allocati
 			walk(rb, ra, cmpRoute,
 				func(r ipam.PlanRoute) {
 					d := get(node.Name)
-					d.RemoveRoutes = append(d.RemoveRoutes, RouteKey{r.Prefix, r.Peer})
+					d.RemoveRoutes = append(d.RemoveRoutes, r.Key())
 				},
 				func(r ipam.PlanRoute) {
 					d := get(node.Name)
@@ -313,15 +308,15 @@ func (p *Prepared) Owners(allocs Allocations, addrs []netip.Addr, recorded func(
 
 // ApplyAll applies each delta to its node's plan in plans, replacing the
 // plan (plans themselves are never modified, see Apply). Nodes whose plans
-// shared one Routes slice, as Plans makes nodes of one class share it, and
-// whose deltas change their routes alike, share the new Routes slice too:
-// a route change every node sees costs O(R) once per class, not per node.
+// shared one Routes list, as Plans makes nodes of one class share it, and
+// whose deltas change their routes alike, share the new Routes list too: a
+// route change every node sees costs O(R/128 + 128) (ipam.Routes.Patch)
+// once per class, not per node, and never a copy of the whole list.
 func ApplyAll(plans map[string]*ipam.NodePlan, deltas map[string]*Delta) {
 	type shared struct {
-		base   *ipam.PlanRoute
-		n      int
+		base   ipam.Routes
 		d      *Delta
-		routes []ipam.PlanRoute
+		routes ipam.Routes
 	}
 	var memo []shared
 	for _, name := range slices.Sorted(maps.Keys(deltas)) {
@@ -333,21 +328,18 @@ func ApplyAll(plans map[string]*ipam.NodePlan, deltas map[string]*Delta) {
 		routesOnly := &Delta{UpsertRoutes: d.UpsertRoutes, RemoveRoutes: d.RemoveRoutes}
 		next := Apply(old, &Delta{UpsertPeers: d.UpsertPeers, RemovePeers: d.RemovePeers, UpsertL2: d.UpsertL2, RemoveL2: d.RemoveL2})
 		if len(d.UpsertRoutes)+len(d.RemoveRoutes) > 0 {
-			base := slices.Clip(old.Routes)
-			var found []ipam.PlanRoute
+			var found ipam.Routes
 			ok := false
-			if len(base) > 0 {
-				for _, m := range memo {
-					if m.base == &base[0] && m.n == len(base) && sameRouteChange(m.d, routesOnly) {
-						found, ok = m.routes, true
-						break
-					}
+			for _, m := range memo {
+				if m.base.Same(old.Routes) && sameRouteChange(m.d, routesOnly) {
+					found, ok = m.routes, true
+					break
 				}
 			}
 			if !ok {
-				found = slices.Clip(Apply(&ipam.NodePlan{Routes: base}, routesOnly).Routes)
-				if len(base) > 0 {
-					memo = append(memo, shared{&base[0], len(base), routesOnly, found})
+				found = old.Routes.Patch(d.UpsertRoutes, d.RemoveRoutes)
+				if old.Routes.Len() > 0 {
+					memo = append(memo, shared{old.Routes, routesOnly, found})
 				}
 			}
 			next.Routes = found

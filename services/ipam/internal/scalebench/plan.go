@@ -49,12 +49,21 @@ func (s planSize) String() string {
 }
 
 // planSizes are the sizes measured, smallest first; the BENCH lines are the
-// largest's.
-func planSizes(quick bool) []planSize {
-	if quick {
-		return []planSize{{100, 100, 10}, {100, 300, 20}, {100, 1000, 30}}
+// largest's. cfg.PlanSize, when set, is the only one.
+func planSizes(cfg Config) ([]planSize, error) {
+	if cfg.PlanSize != "" {
+		var sz planSize
+		var rest string
+		n, _ := fmt.Sscanf(cfg.PlanSize, "%dx%dx%d%s", &sz.tenants, &sz.allocs, &sz.nodes, &rest)
+		if n != 3 || sz.tenants < 1 || sz.tenants > 100 || sz.allocs < 10 || sz.allocs > 1<<20 || sz.nodes < 1 || sz.nodes > 10000 {
+			return nil, fmt.Errorf("plan size %q: want TENANTSxALLOCATIONSxNODES, 1-100 tenants of 10-1048576 allocations and 1-10000 nodes", cfg.PlanSize)
+		}
+		return []planSize{sz}, nil
 	}
-	return []planSize{{100, 100, 10}, {100, 1000, 30}, {100, 10000, 100}}
+	if cfg.Quick {
+		return []planSize{{100, 100, 10}, {100, 300, 20}, {100, 1000, 30}}, nil
+	}
+	return []planSize{{100, 100, 10}, {100, 1000, 30}, {100, 10000, 100}}, nil
 }
 
 // planRow is what one size measured.
@@ -78,15 +87,21 @@ const planTenant = "t00"
 const loadTimeout = 2 * time.Minute
 
 func planChange(ctx context.Context, cfg Config) ([]bench.Figure, error) {
+	sizes, err := planSizes(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var rows []planRow
-	for _, sz := range planSizes(cfg.Quick) {
+	for _, sz := range sizes {
 		fmt.Fprintf(cfg.Log, "-- plan: %s\n", sz)
 		row, err := planAt(ctx, cfg, sz)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sz, err)
 		}
 		rows = append(rows, row)
-		fmt.Fprintf(cfg.Log, "   feed: p50 %.1f ms, p99 %.1f ms, %.1f ms CPU per change\n", ms(row.feedP50), ms(row.feedP99), ms(row.feedCPU))
+		if !cfg.PlanNoFeed {
+			fmt.Fprintf(cfg.Log, "   feed: p50 %.1f ms, p99 %.1f ms, %.1f ms CPU per change\n", ms(row.feedP50), ms(row.feedP99), ms(row.feedCPU))
+		}
 	}
 	etcd := "embedded (its CPU counted)"
 	if cfg.Etcd != "" {
@@ -104,11 +119,14 @@ func planChange(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 		return nil, err
 	}
 	last := rows[len(rows)-1]
-	return []bench.Figure{
+	figs := []bench.Figure{
 		{Name: "scale_plan_change_cpu_ms", Value: ms(last.cpu), Unit: "ms"},
 		{Name: "scale_plan_full_cpu_ms", Value: ms(last.full), Unit: "ms"},
-		{Name: "scale_feed_p99_ms", Value: ms(last.feedP99), Unit: "ms"},
-	}, nil
+	}
+	if !cfg.PlanNoFeed {
+		figs = append(figs, bench.Figure{Name: "scale_feed_p99_ms", Value: ms(last.feedP99), Unit: "ms"})
+	}
+	return figs, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -146,6 +164,9 @@ func planAt(ctx context.Context, cfg Config, sz planSize) (row planRow, err erro
 	fmt.Fprintf(cfg.Log, "   planning: %.2f ms CPU per change (%d changes), %.1f ms in full; %d routes per node, %d L2 owners\n",
 		ms(row.cpu), row.changes, ms(row.full), row.routes, row.l2Owners)
 	runtime.GC()
+	if cfg.PlanNoFeed {
+		return row, nil
+	}
 	if err := measureFeed(ctx, client, logger, sz, cfg.Quick, &row); err != nil {
 		return row, fmt.Errorf("feed: %w", err)
 	}

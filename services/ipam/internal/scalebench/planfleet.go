@@ -176,7 +176,7 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 		plans = planner.Plans(in, planner.L2Owners(in))
 	}
 	row.full = (cpuTime() - c0) / fullRuns
-	row.routes = len(plans[nodeName(1)].Routes)
+	row.routes = plans[nodeName(1)].Routes.Len()
 	row.l2Owners = owners
 	in, plans = nil, nil //nolint:ineffassign,wastedassign // let the collector have them
 	runtime.GC()

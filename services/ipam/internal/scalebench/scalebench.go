@@ -32,6 +32,13 @@ type Config struct {
 	// Quick runs each part at its smallest sizes only, to check that it
 	// works (minutes instead of tens of minutes).
 	Quick bool
+	// PlanSize, if not empty, is the plan part's only size, as
+	// TENANTSxALLOCATIONSxNODES (allocations and nodes per tenant), e.g.
+	// 1x100000x300 for one very large tenant.
+	PlanSize string
+	// PlanNoFeed skips the plan part's feed phase (gRPC subscribers), whose
+	// snapshots dominate at one very large tenant's size.
+	PlanNoFeed bool
 	// Log receives progress and the human tables (default io.Discard).
 	Log io.Writer
 }
@@ -69,6 +76,9 @@ func Run(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 		if !slices.Contains(Parts(), o) {
 			return nil, fmt.Errorf("unknown part %q (parts: %v)", o, Parts())
 		}
+	}
+	if _, err := planSizes(cfg); err != nil {
+		return nil, err
 	}
 	var figs []bench.Figure
 	for _, p := range parts() {

@@ -224,7 +224,7 @@ func planToProto(tenant string, p *ipam.NodePlan, known func(netip.Addr) bool) *
 	for _, pp := range p.Peers {
 		out.Peers = append(out.Peers, planPeerToProto(tenant, pp))
 	}
-	for _, r := range p.Routes {
+	for r := range p.Routes.All() {
 		out.Routes = append(out.Routes, routeToProto(tenant, r))
 	}
 	for _, l := range p.L2 {

@@ -3,6 +3,7 @@ package subscription_test
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,7 +183,9 @@ func TestResumeWithBadToken(t *testing.T) {
 		{"of another plan", func(string) string {
 			return subscription.Token(&ipam.NodePlan{L2: []ipam.PlanL2{{Addr: netip.MustParseAddr("203.0.113.9")}}})
 		}},
-		{"malformed", func(string) string { return "p1.not-base64!" }},
+		{"malformed", func(string) string { return "p2.not-base64!" }},
+		{"of the wrong length", func(held string) string { return held[:len(held)-4] }},
+		{"of the earlier format", func(held string) string { return "p1." + strings.TrimPrefix(held, "p2.") }},
 		{"unknown format", func(string) string { return "v9.AAAA" }},
 		{"empty", func(string) string { return "" }},
 	}

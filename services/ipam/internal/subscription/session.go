@@ -225,7 +225,7 @@ func (s *Session) Run(ctx context.Context) error {
 	defer func() { s.release(ctx, lease, granted, ended) }()
 	var holds func(*ipam.NodePlan) bool
 	if resuming {
-		holds = func(p *ipam.NodePlan) bool { return digest(p) == held }
+		holds = func(p *ipam.NodePlan) bool { return digestOf(p) == held }
 	}
 	plans, detach := s.cfg.Feed.Subscribe(s.node.Tenant, s.node.Name, holds)
 	defer detach()
@@ -470,12 +470,13 @@ func (s *Session) send(fn func() error) error {
 
 // sendPlans streams the node its plan: a snapshot, then changes.
 func (s *Session) sendPlans(ctx context.Context, plans Plans) error {
+	var tok tokens
 	for {
 		snap, delta, ok := plans.Next(ctx)
 		if !ok {
 			return nil
 		}
-		u := Update{Tenant: s.node.Tenant, Node: s.node.Name, Snapshot: snap, Change: delta, Token: Token(plans.Plan())}
+		u := Update{Tenant: s.node.Tenant, Node: s.node.Name, Snapshot: snap, Change: delta, Token: tok.next(plans.Plan(), snap, delta)}
 		if err := s.send(func() error { return s.stream.SendUpdate(u) }); err != nil {
 			return err
 		}
