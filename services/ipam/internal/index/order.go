@@ -178,6 +178,9 @@ type AllocationQuery struct {
 	Tenant string
 	// Pool, if set, lists only the allocations from that pool.
 	Pool string
+	// ID, "tenant/id", if set, lists only that allocation (an owner names
+	// one per tenant).
+	ID string
 	// After is the "tenant/id" the page starts after ("": the start).
 	After string
 	// Limit is how many allocations the page holds at most.
@@ -260,6 +263,9 @@ func (c *orderCursor) advance() {
 func (x *Index) Allocations(q AllocationQuery) AllocationPage {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if q.ID != "" {
+		return x.allocationByID(q)
+	}
 	tenants := []string{q.Tenant}
 	if q.Tenant == "" {
 		tenants = x.tenantsInOrder()
@@ -305,6 +311,20 @@ func (x *Index) Allocations(q AllocationQuery) AllocationPage {
 				page.Items = append(page.Items, AllocationAt{Allocation: e.a, Rev: e.rev})
 			}
 		}
+	}
+	return page
+}
+
+// allocationByID is Allocations for a query naming one allocation.
+func (x *Index) allocationByID(q AllocationQuery) AllocationPage {
+	var page AllocationPage
+	e, ok := x.allocs[q.ID]
+	if !ok || q.ID <= q.After || q.Limit == 0 || (q.Tenant != "" && e.a.Tenant != q.Tenant) || (q.Pool != "" && e.a.Pool != q.Pool) {
+		return page
+	}
+	page.Last = q.ID
+	if q.Match == nil || q.Match(e.a) {
+		page.Items = append(page.Items, AllocationAt{Allocation: e.a, Rev: e.rev})
 	}
 	return page
 }

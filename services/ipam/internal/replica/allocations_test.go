@@ -884,6 +884,15 @@ func TestReplicasAgreeAtOnce(t *testing.T) {
 		if again.GetCreated() {
 			t.Errorf("%s: created again on the other replica", owner)
 		}
+		// Lists come from the other replica's index, once it has caught
+		// up with the revision etcd had when the listing began.
+		listed, err := b.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/" + tenant, PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(listed.GetAllocations()); n != 1 || listed.GetAllocations()[0].GetOwner() != owner {
+			t.Errorf("%s: the other replica lists %v, want only it", owner, listed.GetAllocations())
+		}
 		diff(t, owner+" on the other replica", first.GetAllocation(), again.GetAllocation(), protocmp.Transform())
 		renewed, err := b.allocs.RenewAllocation(ctxT(t), &ipamv1.RenewAllocationRequest{Name: first.GetAllocation().GetName(), Etag: first.GetAllocation().GetEtag()})
 		if err != nil {
@@ -894,5 +903,12 @@ func TestReplicasAgreeAtOnce(t *testing.T) {
 		}
 		_, err = b.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: first.GetAllocation().GetName()})
 		wantStatus(t, err, codes.NotFound)
+		listed, err = b.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/" + tenant, Filter: `owner = "` + owner + `"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(listed.GetAllocations()); n != 0 {
+			t.Errorf("%s: released on one replica, still listed by the other", owner)
+		}
 	}
 }

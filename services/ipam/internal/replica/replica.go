@@ -108,7 +108,7 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		follower:  newFollower(st, logger, known, idx, fs),
 		alloc:     alloc,
 		server: server.New(server.Deps{
-			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
+			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Lister: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
 		}, logger),
 		id: hex.EncodeToString(id[:]),
 	}

@@ -61,6 +61,12 @@ type Creations interface {
 	CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error)
 }
 
+// Lister lists allocations from the replica's index once it has caught up
+// with etcd (see allocator.Allocator.Allocations).
+type Lister interface {
+	Allocations(ctx context.Context, q index.AllocationQuery) (index.AllocationPage, error)
+}
+
 // NodeLease ties an announcer's registration to its session.
 type NodeLease = subscription.Lease
 
@@ -74,6 +80,8 @@ type Deps struct {
 	Usage  Usage
 	// Creations completes the audit log (nil: the log is all in etcd).
 	Creations Creations
+	// Lister serves ListAllocations (the holds excepted, read from etcd).
+	Lister Lister
 	// Hub and Leaser serve announcers; Announced reports what they announce.
 	Hub       *announce.Hub
 	Leaser    Leaser
@@ -89,6 +97,7 @@ type Server struct {
 	r         Reader
 	usage     Usage
 	creations Creations
+	lister    Lister
 	hub       *announce.Hub
 	leaser    Leaser
 	announced *announce.State
@@ -105,7 +114,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.
