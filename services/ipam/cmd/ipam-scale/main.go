@@ -27,6 +27,7 @@ func main() {
 func run() (err error) {
 	fs := flag.NewFlagSet("ipam-scale", flag.ContinueOnError)
 	ipamd := fs.String("ipamd", "", "the ipamd binary")
+	ipamdBefore := fs.String("ipamd-before", "", "coldstart: another ipamd binary whose list pages are timed too, alternating with --ipamd's")
 	etcd := fs.String("etcd", "", "the etcd binary, for the parts that run a 3-member etcd cluster (empty: embedded etcd)")
 	only := fs.String("only", "", "comma-separated parts to run alone: "+strings.Join(scalebench.Parts(), ", ")+" (default: all)")
 	quick := fs.Bool("quick", false, "run each part at its smallest sizes only")
@@ -36,7 +37,7 @@ func run() (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := scalebench.Config{IPAMD: *ipamd, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
+	cfg := scalebench.Config{IPAMD: *ipamd, IPAMDBefore: *ipamdBefore, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

@@ -15,6 +15,10 @@ type Config struct {
 	// IPAMD is the ipamd binary, for the parts that start replicas as
 	// processes.
 	IPAMD string
+	// IPAMDBefore, if set, is another ipamd binary (an older version)
+	// whose list pages coldstart times too, alternating with IPAMD's at
+	// each size, so that both are measured under the same load.
+	IPAMDBefore string
 	// Etcd is the etcd binary, for the parts that run a 3-member etcd
 	// cluster; empty embeds etcd.
 	Etcd string
