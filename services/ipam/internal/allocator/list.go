@@ -18,15 +18,15 @@ const (
 )
 
 // Allocations returns a page of the allocations the replica's index holds
-// (see index.Index.Allocations), once the index has seen every change
-// etcd had committed when it was called: the page reflects every write
-// that completed before the listing began, whichever replica made it.
-func (a *Allocator) Allocations(ctx context.Context, q index.AllocationQuery) (index.AllocationPage, error) {
-	if err := a.caughtUpForListing(ctx); err != nil {
-		return index.AllocationPage{}, err
-	}
-	return a.idx.Allocations(q), nil
+// (see index.Index.Allocations). Call CaughtUp first.
+func (a *Allocator) Allocations(q index.AllocationQuery) index.AllocationPage {
+	return a.idx.Allocations(q)
 }
+
+// CaughtUp returns once the index has seen every change etcd had committed
+// when it was called: a listing from the index then reflects every write
+// that completed before it began, whichever replica made it.
+func (a *Allocator) CaughtUp(ctx context.Context) error { return a.caughtUpForListing(ctx) }
 
 // caughtUpForListing reads etcd's revision (a linearizable read) and waits
 // until the index has seen every change up to it: until the request's

@@ -217,26 +217,37 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 	if len(f.Terms) > 0 && !(len(f.Terms) == 1 && lq.Pool != "") {
 		lq.Match = func(al *ipam.Allocation) bool { return matchAllocation(f, al) }
 	}
-	page, err := a.s.lister.Allocations(ctx, lq)
-	if err != nil {
+	if err := a.s.lister.CaughtUp(ctx); err != nil {
 		return nil, a.fail(ctx, method, err)
 	}
-	resp := &ipamv1.ListAllocationsResponse{Allocations: make([]*ipamv1.Allocation, 0, len(page.Items))}
-	for _, it := range page.Items {
-		resp.Allocations = append(resp.Allocations, a.render(it.Allocation, it.Rev))
+	resp := &ipamv1.ListAllocationsResponse{}
+	for examined := 0; ; examined += listBudget {
+		page := a.s.lister.Allocations(lq)
+		for _, it := range page.Items {
+			resp.Allocations = append(resp.Allocations, a.render(it.Allocation, it.Rev))
+		}
+		if !page.More {
+			return resp, nil
+		}
+		if len(resp.Allocations) == size || examined+listBudget >= listScanMax {
+			resp.NextPageToken = a.s.pages.encode(page.Last, q)
+			return resp, nil
+		}
+		lq.After, lq.Limit = page.Last, size-len(resp.Allocations)
 	}
-	if page.More {
-		resp.NextPageToken = a.s.pages.encode(page.Last, q)
-	}
-	return resp, nil
 }
 
-// listBudget is how many allocations a page of ListAllocations examines at
-// most: a filter that the index's orders (tenant, pool, owner) do not
-// answer, and that matches few allocations, gets a short (even empty) page
-// with a next_page_token after that many, so a page's cost does not grow
-// with what the filter skips.
-const listBudget = 10_000
+// A page of ListAllocations reads the replica's index in rounds of at most
+// listBudget allocations examined (each under the index's lock, so that
+// allocations wait for no more than one round), until the page is full or
+// listScanMax have been examined: a filter that the index's orders
+// (tenant, pool, owner) do not answer, and that matches few allocations,
+// then gets a short (even empty) page with a next_page_token, so that a
+// page's cost does not grow with what the filter skips.
+const (
+	listBudget  = 10_000
+	listScanMax = 100_000
+)
 
 // listHolds is ListAllocations with held set: the holds, read from etcd
 // at one revision in pages of 500 until a page of matches is full.

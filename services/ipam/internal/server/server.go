@@ -61,10 +61,12 @@ type Creations interface {
 	CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error)
 }
 
-// Lister lists allocations from the replica's index once it has caught up
-// with etcd (see allocator.Allocator.Allocations).
+// Lister lists allocations from the replica's index: CaughtUp returns once
+// the index has seen every change etcd had committed when it was called
+// (see allocator.Allocator.CaughtUp), Allocations reads a page.
 type Lister interface {
-	Allocations(ctx context.Context, q index.AllocationQuery) (index.AllocationPage, error)
+	CaughtUp(ctx context.Context) error
+	Allocations(q index.AllocationQuery) index.AllocationPage
 }
 
 // NodeLease ties an announcer's registration to its session.
