@@ -212,11 +212,9 @@ type AllocationAt struct {
 
 // orderCursor walks one idOrder from a position.
 type orderCursor struct {
-	k        orderKey
-	o        *idOrder
-	i, j     int // next in base, next in added
-	nextID   string
-	finished bool
+	k    orderKey
+	o    *idOrder
+	i, j int // next in base, next in added
 }
 
 func newCursor(k orderKey, o *idOrder, after string) *orderCursor {

@@ -178,7 +178,6 @@ func TestAllocationOrderMemory(t *testing.T) {
 	}
 	slices.SortFunc(load, func(a, b ipam.Event) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
 	x.Replace(load, 2)
-	load = nil
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats

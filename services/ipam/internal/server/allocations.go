@@ -214,7 +214,8 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		}
 	}
 	lq.Pool, _ = f.Value("pool")
-	if len(f.Terms) > 0 && !(len(f.Terms) == 1 && lq.Pool != "") {
+	// The orders answer a filter of one pool term alone.
+	if onlyPool := len(f.Terms) == 1 && lq.Pool != ""; len(f.Terms) > 0 && !onlyPool {
 		lq.Match = func(al *ipam.Allocation) bool { return matchAllocation(f, al) }
 	}
 	if err := a.s.lister.CaughtUp(ctx); err != nil {
