@@ -31,6 +31,7 @@ type Store interface {
 	Get(ctx context.Context, r ipam.Ref) (ipam.Event, error)
 	Revision(ctx context.Context) (int64, error)
 	RequestProgress(ctx context.Context) error
+	Unreadable(kind ipam.Kind, idPrefix string) bool
 	List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error)
 	ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]ipam.Event, error)
 }

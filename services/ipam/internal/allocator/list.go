@@ -23,6 +23,21 @@ func (a *Allocator) Allocations(q index.AllocationQuery) index.AllocationPage {
 	return a.idx.Allocations(q)
 }
 
+// Readable fails unless the replica could decode every allocation of the
+// tenant ("-": of all tenants) that etcd holds: the watch skips (and logs)
+// a value it cannot decode, and a listing from the index would leave it
+// out unsaid. Call it after CaughtUp.
+func (a *Allocator) Readable(tenant string) error {
+	prefix := tenant + "/"
+	if tenant == "-" {
+		prefix = ""
+	}
+	if a.store.Unreadable(ipam.KindAllocation, prefix) {
+		return fmt.Errorf("allocator: an allocation under %q could not be decoded (see the watch's warning)", prefix)
+	}
+	return nil
+}
+
 // CaughtUp returns once the index has seen every change etcd had committed
 // when it was called: a listing from the index then reflects every write
 // that completed before it began, whichever replica made it.

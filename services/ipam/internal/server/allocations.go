@@ -221,6 +221,9 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 	if err := a.s.lister.CaughtUp(ctx); err != nil {
 		return nil, a.fail(ctx, method, err)
 	}
+	if err := a.s.lister.Readable(tenant); err != nil {
+		return nil, a.fail(ctx, method, err) // internal: the cause is logged
+	}
 	resp := &ipamv1.ListAllocationsResponse{}
 	for examined := 0; ; examined += listBudget {
 		page := a.s.lister.Allocations(lq)

@@ -63,9 +63,11 @@ type Creations interface {
 
 // Lister lists allocations from the replica's index: CaughtUp returns once
 // the index has seen every change etcd had committed when it was called
-// (see allocator.Allocator.CaughtUp), Allocations reads a page.
+// (see allocator.Allocator.CaughtUp), Readable fails if the index left out
+// an allocation of the tenant it could not decode, Allocations reads a page.
 type Lister interface {
 	CaughtUp(ctx context.Context) error
+	Readable(tenant string) error
 	Allocations(q index.AllocationQuery) index.AllocationPage
 }
 
