@@ -205,7 +205,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 	if req.GetHeld() {
 		return a.listHolds(ctx, tenant, f, after, size, q)
 	}
-	lq := index.AllocationQuery{After: after, Limit: size, Budget: listBudget}
+	lq := index.AllocationQuery{After: after, Limit: size, Budget: a.s.listRound}
 	if tenant != "-" {
 		lq.Tenant = tenant
 		// An owner filter names exactly one allocation per tenant.
@@ -225,7 +225,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		return nil, a.fail(ctx, method, err) // internal: the cause is logged
 	}
 	resp := &ipamv1.ListAllocationsResponse{}
-	for examined := 0; ; examined += listBudget {
+	for examined := 0; ; examined += a.s.listRound {
 		page := a.s.lister.Allocations(lq)
 		for _, it := range page.Items {
 			resp.Allocations = append(resp.Allocations, a.render(it.Allocation, it.Rev))
@@ -233,7 +233,7 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		if !page.More {
 			return resp, nil
 		}
-		if len(resp.Allocations) == size || examined+listBudget >= listScanMax {
+		if len(resp.Allocations) == size || examined+a.s.listRound >= a.s.listMax {
 			resp.NextPageToken = a.s.pages.encode(page.Last, q)
 			return resp, nil
 		}
@@ -242,14 +242,14 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 }
 
 // A page of ListAllocations reads the replica's index in rounds of at most
-// listBudget allocations examined (each under the index's lock, so that
+// listRound allocations examined (each under the index's lock, so that
 // allocations wait for no more than one round), until the page is full or
 // listScanMax have been examined: a filter that the index's orders
 // (tenant, pool, owner) do not answer, and that matches few allocations,
 // then gets a short (even empty) page with a next_page_token, so that a
 // page's cost does not grow with what the filter skips.
 const (
-	listBudget  = 10_000
+	listRound   = 10_000
 	listScanMax = 100_000
 )
 

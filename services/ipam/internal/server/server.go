@@ -86,6 +86,10 @@ type Deps struct {
 	Creations Creations
 	// Lister serves ListAllocations (the holds excepted, read from etcd).
 	Lister Lister
+	// ListRound and ListScanMax bound what a page of ListAllocations
+	// examines: per round under the index's lock, and in all (defaults
+	// 10,000 and 100,000; see listRound).
+	ListRound, ListScanMax int
 	// Hub and Leaser serve announcers; Announced reports what they announce.
 	Hub       *announce.Hub
 	Leaser    Leaser
@@ -102,6 +106,8 @@ type Server struct {
 	usage     Usage
 	creations Creations
 	lister    Lister
+	listRound int
+	listMax   int
 	hub       *announce.Hub
 	leaser    Leaser
 	announced *announce.State
@@ -118,7 +124,13 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	if d.ListRound <= 0 {
+		d.ListRound = listRound
+	}
+	if d.ListScanMax <= 0 {
+		d.ListScanMax = listScanMax
+	}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.
