@@ -196,3 +196,43 @@ func TestAllocationOrderMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(x)
 }
+
+// BenchmarkAllocationsPage times a page of 100 at 1k, 100k and 1M
+// allocations (a tenant per 10,000 allocations, 10 pools): every tenant's
+// from a token in the middle, one tenant's, one tenant's in one pool. A
+// page's cost must not grow with the index (`go test -run '^$' -bench
+// AllocationsPage ./services/ipam/internal/index/`).
+func BenchmarkAllocationsPage(b *testing.B) {
+	for _, n := range []int{1_000, 100_000, 1_000_000} {
+		x := New()
+		tenants := max(1, n/10_000)
+		load := make([]ipam.Event, 0, n)
+		for i := range n {
+			load = append(load, allocEvent(fmt.Sprintf("t%03d", i%tenants), fmt.Sprintf("o%07d", i), fmt.Sprintf("p%d", (i/tenants)%10), 2, nil))
+		}
+		slices.SortFunc(load, func(a, b ipam.Event) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
+		x.Replace(load, 2)
+		clear(load)
+		mid := fmt.Sprintf("t%03d/o%07d", tenants/2, n/2)
+		for _, q := range []struct {
+			name string
+			q    AllocationQuery
+		}{
+			{"all", AllocationQuery{After: mid}},
+			{"tenant", AllocationQuery{Tenant: "t000", After: mid}},
+			{"pool", AllocationQuery{Tenant: "t000", Pool: "p3", After: "t000/"}},
+		} {
+			if q.name == "tenant" {
+				q.q.After = fmt.Sprintf("t000/o%07d", n/2)
+			}
+			q.q.Limit, q.q.Budget = 100, 10_000
+			b.Run(fmt.Sprintf("%s/%dk", q.name, n/1000), func(b *testing.B) {
+				for b.Loop() {
+					if p := x.Allocations(q.q); len(p.Items) != 100 {
+						b.Fatalf("page of %d", len(p.Items))
+					}
+				}
+			})
+		}
+	}
+}
