@@ -1366,7 +1366,10 @@ type ListAllocationsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Allocations in name order.
 	Allocations []*Allocation `protobuf:"bytes,1,rep,name=allocations,proto3" json:"allocations,omitempty"`
-	// Empty on the last page.
+	// Empty on the last page. With a filter on anything but pool and owner, a
+	// page examines a bounded number of allocations: it may then hold fewer
+	// than page_size, even none, and still have a token: page on until the
+	// token is empty.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

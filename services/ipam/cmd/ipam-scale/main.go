@@ -27,7 +27,7 @@ func main() {
 func run() (err error) {
 	fs := flag.NewFlagSet("ipam-scale", flag.ContinueOnError)
 	ipamd := fs.String("ipamd", "", "the ipamd binary")
-	ipamdBefore := fs.String("ipamd-before", "", "coldstart: another ipamd binary (before a change) measured too, at each size just before --ipamd's")
+	ipamdBefore := fs.String("ipamd-before", "", "coldstart: another ipamd binary (before a change): its cold starts measured just before --ipamd's at each size, its list pages timed alternately with --ipamd's")
 	distinct := fs.Bool("distinct-labels", false, "coldstart: give every allocation an owner label set of its own (default: 350 sets repeat)")
 	etcd := fs.String("etcd", "", "the etcd binary, for the parts that run a 3-member etcd cluster (empty: embedded etcd)")
 	only := fs.String("only", "", "comma-separated parts to run alone: "+strings.Join(scalebench.Parts(), ", ")+" (default: all)")

@@ -31,6 +31,7 @@ type Store interface {
 	Get(ctx context.Context, r ipam.Ref) (ipam.Event, error)
 	Revision(ctx context.Context) (int64, error)
 	RequestProgress(ctx context.Context) error
+	Unreadable(kind ipam.Kind, idPrefix string) bool
 	List(ctx context.Context, kind ipam.Kind, idPrefix, startAfter string, limit int, rev int64) (ipam.Page, error)
 	ClaimsIn(ctx context.Context, from, to ipam.Ref, rev int64) ([]ipam.Event, error)
 }
@@ -249,15 +250,8 @@ func (a *Allocator) waitIndex(ctx context.Context, rev int64) bool {
 // seen every change etcd had committed when it was called: a listing that
 // merges them with the audit log read afterwards then misses none.
 func (a *Allocator) CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error) {
-	rev, err := a.store.Revision(ctx)
-	if err != nil {
+	if err := a.caughtUpForListing(ctx); err != nil {
 		return nil, false, err
-	}
-	if !a.waitIndex(ctx, rev) {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-		return nil, false, fmt.Errorf("allocator: index behind etcd revision %d: %w", rev, ipam.ErrUnavailable)
 	}
 	recs, more := a.idx.CreationRecords(idPrefix, startAfter, limit)
 	return recs, more, nil

@@ -67,6 +67,13 @@ type Index struct {
 	// creations holds, per tenant, the live allocations that keep their
 	// creation record, for CreationRecords (audit.go).
 	creations map[string]*creationSet
+
+	// orders holds, per tenant and pool, the allocations' IDs in order,
+	// for Allocations (order.go); orderTenants the tenants in order (nil
+	// when stale). loading is set while Replace applies a load.
+	orders       map[string]map[string]*idOrder
+	orderTenants []string
+	loading      bool
 }
 
 type allocEntry struct {
@@ -104,6 +111,7 @@ func New() *Index {
 		heldAddrs:  make(map[string]uint64),
 		groups:     make(map[string]*groupEntry),
 		creations:  make(map[string]*creationSet),
+		orders:     make(map[string]map[string]*idOrder),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -180,6 +188,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 	x.pools, x.poolOrder, x.allocs, x.claims, x.holds = fresh.pools, nil, fresh.allocs, fresh.claims, fresh.holds
 	x.sharing, x.tombstones, x.expiry, x.progress = fresh.sharing, fresh.tombstones, nil, 0
 	x.heldIn, x.groups, x.creations = fresh.heldIn, fresh.groups, fresh.creations
+	x.orders, x.orderTenants, x.loading = fresh.orders, nil, true
 	x.quotas, x.tenantRevs, x.used, x.guardRevs, x.heldAddrs = fresh.quotas, fresh.tenantRevs, fresh.used, fresh.guardRevs, fresh.heldAddrs
 	// Pools first: a pool built before its claims takes each as it comes
 	// (addClaim), one built after them would scan every claim (buildPool),
@@ -194,6 +203,7 @@ func (x *Index) Replace(events []ipam.Event, rev int64) {
 			x.apply(ev)
 		}
 	}
+	x.finishLoad()
 	x.progress = rev
 }
 
@@ -268,11 +278,14 @@ func (x *Index) apply(ev ipam.Event) {
 			delete(x.pools, ev.Ref.ID)
 		}
 	case ipam.KindAllocation:
+		var was, is *ipam.Allocation
 		if old, ok := x.allocs[ev.Ref.ID]; ok {
+			was = old.a
 			x.used[old.a.Tenant] -= uint64(len(old.a.Addrs))
 			x.forgetCreation(old.a)
 		}
 		if a, ok := ev.Value.(*ipam.Allocation); ok && !ev.Deleted {
+			is = a
 			x.used[a.Tenant] += uint64(len(a.Addrs))
 			x.keepCreation(a)
 			x.allocs[ev.Ref.ID] = allocEntry{a: a, rev: ev.Rev}
@@ -282,6 +295,7 @@ func (x *Index) apply(ev ipam.Event) {
 		} else {
 			delete(x.allocs, ev.Ref.ID)
 		}
+		x.orderUpdate(ev.Ref.ID, was, is)
 	case ipam.KindClaim:
 		addr, err := netip.ParseAddr(ev.Ref.ID)
 		if err != nil {

@@ -884,6 +884,15 @@ func TestReplicasAgreeAtOnce(t *testing.T) {
 		if again.GetCreated() {
 			t.Errorf("%s: created again on the other replica", owner)
 		}
+		// Lists come from the other replica's index, once it has caught
+		// up with the revision etcd had when the listing began.
+		listed, err := b.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/" + tenant, PageSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(listed.GetAllocations()); n != 1 || listed.GetAllocations()[0].GetOwner() != owner {
+			t.Errorf("%s: the other replica lists %v, want only it", owner, listed.GetAllocations())
+		}
 		diff(t, owner+" on the other replica", first.GetAllocation(), again.GetAllocation(), protocmp.Transform())
 		renewed, err := b.allocs.RenewAllocation(ctxT(t), &ipamv1.RenewAllocationRequest{Name: first.GetAllocation().GetName(), Etag: first.GetAllocation().GetEtag()})
 		if err != nil {
@@ -894,5 +903,67 @@ func TestReplicasAgreeAtOnce(t *testing.T) {
 		}
 		_, err = b.allocs.GetAllocation(ctxT(t), &ipamv1.GetAllocationRequest{Name: first.GetAllocation().GetName()})
 		wantStatus(t, err, codes.NotFound)
+		listed, err = b.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/" + tenant, Filter: `owner = "` + owner + `"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(listed.GetAllocations()); n != 0 {
+			t.Errorf("%s: released on one replica, still listed by the other", owner)
+		}
 	}
+}
+
+// A filter the index's orders do not answer examines a bounded number of
+// allocations per page (here rounds of 3, at most 6): a page may be short,
+// even empty, with a token, and the walk still lists every match once, in
+// order. Pages without such a filter stay full.
+func TestListAllocationsPageExaminesBounded(t *testing.T) {
+	n := allocsNode(t, replica.Options{ListRound: 3, ListScanMax: 6})
+	mustPool(t, n, "bound", &ipamv1.Pool{Ranges: []string{"198.51.100.224/27"}, Tenants: []string{"bound"}})
+	var canaries []string
+	for i := range 24 {
+		a := &ipamv1.Allocation{Owner: fmt.Sprintf("o%02d", i)}
+		if i%8 == 5 {
+			a.OwnerLabels = map[string]string{"tier": "canary"}
+			canaries = append(canaries, a.Owner)
+		}
+		mustAllocate(t, n, "bound", a)
+	}
+	walk := func(filter string, size int32) (owners []string, pageSizes []int) {
+		token := ""
+		for range 50 {
+			resp, err := n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/bound", Filter: filter, PageSize: size, PageToken: token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pageSizes = append(pageSizes, len(resp.GetAllocations()))
+			for _, al := range resp.GetAllocations() {
+				owners = append(owners, al.GetOwner())
+			}
+			if token = resp.GetNextPageToken(); token == "" {
+				return owners, pageSizes
+			}
+		}
+		t.Fatalf("%q: no last page after 50", filter)
+		return nil, nil
+	}
+
+	owners, pages := walk(`labels.tier = "canary"`, 2)
+	diff(t, "canaries", canaries, owners, sortStrings)
+	// 24 allocations, at most 6 examined a page: at least 4 pages for 3
+	// matches that 2 full pages would hold.
+	if len(pages) < 4 {
+		t.Errorf("filtered pages of %v, want at least 4 (6 of 24 examined each)", pages)
+	}
+	for _, p := range pages {
+		if p > 2 {
+			t.Errorf("filtered pages of %v, want at most 2 each", pages)
+		}
+	}
+
+	owners, pages = walk("", 5)
+	if len(owners) != 24 {
+		t.Errorf("unfiltered walk lists %d, want 24", len(owners))
+	}
+	diff(t, "unfiltered pages", []int{5, 5, 5, 5, 4}, pages)
 }

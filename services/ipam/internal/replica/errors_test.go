@@ -43,6 +43,21 @@ func TestInternalErrorsSayNothing(t *testing.T) {
 	wantOpaque(t, err, codes.Internal, "internal error")
 	_, err = n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/broken"})
 	wantOpaque(t, err, codes.Internal, "internal error")
+	_, err = n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/-"})
+	wantOpaque(t, err, codes.Internal, "internal error")
+	// Another tenant's list is not concerned.
+	if _, err := n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/fine"}); err != nil {
+		t.Fatalf("list another tenant: %v", err)
+	}
+	// Once the object is gone, the list answers again (it waits for the
+	// replica to have seen the delete).
+	if _, err := env.client.Etcd().Delete(ctxT(t), key); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := n.allocs.ListAllocations(ctxT(t), &ipamv1.ListAllocationsRequest{Parent: "tenants/broken"})
+	if err != nil || len(resp.GetAllocations()) != 0 {
+		t.Fatalf("list after the delete: %v, %v; want no allocations and no error", resp, err)
+	}
 }
 
 // With etcd dead (the member stopped, the replica's client still trying to

@@ -34,6 +34,9 @@ type Options struct {
 	CommitWorkers int
 	// EtcdCallTimeout bounds each etcd call (see store.Options.CallTimeout).
 	EtcdCallTimeout time.Duration
+	// ListRound and ListScanMax bound what a page of ListAllocations
+	// examines (see server.Deps; 0: the defaults).
+	ListRound, ListScanMax int
 	// AuditRetention is how long audit records are kept (see
 	// store.Options.AuditTTL).
 	AuditRetention time.Duration
@@ -108,7 +111,8 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		follower:  newFollower(st, logger, known, idx, fs),
 		alloc:     alloc,
 		server: server.New(server.Deps{
-			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
+			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Lister: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
+			ListRound: opts.ListRound, ListScanMax: opts.ListScanMax,
 		}, logger),
 		id: hex.EncodeToString(id[:]),
 	}

@@ -27,10 +27,13 @@ import (
 // documentation blocks hold too few addresses. None of them is ever sent
 // traffic: they are only written to etcd.
 const (
-	coldTenants       = 100
-	coldNodesPer      = 100
-	coldPeersPer      = 10
-	coldPools         = 10
+	coldTenants  = 100
+	coldNodesPer = 100
+	coldPeersPer = 10
+	coldPools    = 10
+	// coldRareEvery: one allocation in this many has the label that
+	// coldRareFilter selects.
+	coldRareEvery     = 10_000
 	coldDualEvery     = 16
 	coldAllocsPerTxn  = 40 // 40 allocations with their claims: under etcd's 128 operations
 	coldFillCallers   = 16
@@ -157,6 +160,9 @@ func (f *coldFiller) allocation(i int) (*ipam.Allocation, []*ipam.Claim) {
 	}
 	if f.distinctLabels {
 		a.OwnerLabels["app"] = fmt.Sprintf("svc-%07d", i)
+	}
+	if i%coldRareEvery == coldRareEvery/2 {
+		a.OwnerLabels["tier"] = "canary" // for the rare filter's walk (coldRareFilter)
 	}
 	addrs := []netip.Addr{coldV6(p, n)}
 	if i%coldDualEvery == 0 {

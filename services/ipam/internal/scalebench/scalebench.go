@@ -16,9 +16,10 @@ type Config struct {
 	// processes.
 	IPAMD string
 	// IPAMDBefore, if set, is another ipamd binary (the one before a
-	// change) whose cold start is measured too, at each size just before
-	// IPAMD's, against the same state: its table is printed, its figures
-	// are not BENCH lines.
+	// change): coldstart measures its cold starts too, at each size just
+	// before IPAMD's, against the same state (their table is printed, not
+	// BENCH lines), and times its list pages alternately with IPAMD's, so
+	// that both are measured under the same load.
 	IPAMDBefore string
 	// DistinctLabels gives every allocation of the cold start an owner
 	// label set of its own (app=its name) instead of one of 350 repeating

@@ -13,6 +13,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
+	"github.com/beaconlb/beacon/services/ipam/internal/index"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
 
@@ -193,48 +194,94 @@ func (a *allocationService) ListAllocations(ctx context.Context, req *ipamv1.Lis
 		fes.Add("filter", "%s", err.Error())
 	}
 	f = normalizePoolTerms(f)
-	kind := ipam.KindAllocation
 	q := queryHash("ListAllocations", req.GetParent(), req.GetFilter())
 	if req.GetHeld() {
-		kind = ipam.KindHold
 		q = queryHash("ListAllocations", req.GetParent(), req.GetFilter(), "held")
 	}
 	after := a.s.pages.decode(&fes, "page_token", req.GetPageToken(), q)
 	if err := fes.Err(); err != nil {
 		return nil, a.fail(ctx, method, err)
 	}
+	if req.GetHeld() {
+		return a.listHolds(ctx, tenant, f, after, size, q)
+	}
+	lq := index.AllocationQuery{After: after, Limit: size, Budget: a.s.listRound}
+	if tenant != "-" {
+		lq.Tenant = tenant
+		// An owner filter names exactly one allocation per tenant.
+		if owner, ok := f.Value("owner"); ok {
+			lq.ID = tenant + "/" + ipam.AllocationID(owner)
+		}
+	}
+	lq.Pool, _ = f.Value("pool")
+	// The orders answer a filter of one pool term alone.
+	if onlyPool := len(f.Terms) == 1 && lq.Pool != ""; len(f.Terms) > 0 && !onlyPool {
+		lq.Match = func(al *ipam.Allocation) bool { return matchAllocation(f, al) }
+	}
+	if err := a.s.lister.CaughtUp(ctx); err != nil {
+		return nil, a.fail(ctx, method, err)
+	}
+	if err := a.s.lister.Readable(tenant); err != nil {
+		return nil, a.fail(ctx, method, err) // internal: the cause is logged
+	}
+	resp := &ipamv1.ListAllocationsResponse{}
+	for examined := 0; ; examined += a.s.listRound {
+		page := a.s.lister.Allocations(lq)
+		for _, it := range page.Items {
+			resp.Allocations = append(resp.Allocations, a.render(it.Allocation, it.Rev))
+		}
+		if !page.More {
+			return resp, nil
+		}
+		if len(resp.Allocations) == size || examined+a.s.listRound >= a.s.listMax {
+			resp.NextPageToken = a.s.pages.encode(page.Last, q)
+			return resp, nil
+		}
+		lq.After, lq.Limit = page.Last, size-len(resp.Allocations)
+	}
+}
+
+// A page of ListAllocations reads the replica's index in rounds of at most
+// listRound allocations examined (each under the index's lock, so that
+// allocations wait for no more than one round), until the page is full or
+// listScanMax have been examined: a filter that the index's orders
+// (tenant, pool, owner) do not answer, and that matches few allocations,
+// then gets a short (even empty) page with a next_page_token, so that a
+// page's cost does not grow with what the filter skips.
+const (
+	listRound   = 10_000
+	listScanMax = 100_000
+)
+
+// listHolds is ListAllocations with held set: the holds, read from etcd
+// at one revision in pages of 500 until a page of matches is full.
+func (a *allocationService) listHolds(ctx context.Context, tenant string, f filter.Filter, after string, size int, q uint64) (*ipamv1.ListAllocationsResponse, error) {
+	const method = "ListAllocations"
 	prefix := tenant + "/"
 	if tenant == "-" {
 		prefix = ""
 	}
-	// An owner filter names exactly one allocation per tenant.
+	// An owner filter names exactly one hold per tenant.
 	if owner, ok := f.Value("owner"); ok && tenant != "-" {
 		prefix = tenant + "/" + ipam.AllocationID(owner)
 	}
 	resp := &ipamv1.ListAllocationsResponse{}
 	var rev int64
 	for {
-		page, err := a.s.r.List(ctx, kind, prefix, after, max(size, 500), rev)
+		page, err := a.s.r.List(ctx, ipam.KindHold, prefix, after, max(size, 500), rev)
 		if err != nil {
 			return nil, a.fail(ctx, method, err)
 		}
 		rev = page.Revision
 		for i, ev := range page.Items {
 			after = ev.Ref.ID
-			if h, ok := ev.Value.(*ipam.Hold); ok {
-				if !matchAllocation(f, &h.Allocation) {
-					continue
-				}
-				out := allocationToProto(&h.Allocation, ev.Rev)
-				out.HoldExpireTime, out.Etag = timestamppb.New(h.ExpireTime), ""
-				resp.Allocations = append(resp.Allocations, out)
-			} else {
-				al := ev.Value.(*ipam.Allocation)
-				if !matchAllocation(f, al) {
-					continue
-				}
-				resp.Allocations = append(resp.Allocations, a.render(al, ev.Rev))
+			h := ev.Value.(*ipam.Hold)
+			if !matchAllocation(f, &h.Allocation) {
+				continue
 			}
+			out := allocationToProto(&h.Allocation, ev.Rev)
+			out.HoldExpireTime, out.Etag = timestamppb.New(h.ExpireTime), ""
+			resp.Allocations = append(resp.Allocations, out)
 			if len(resp.Allocations) == size {
 				if page.More || i < len(page.Items)-1 {
 					resp.NextPageToken = a.s.pages.encode(after, q)

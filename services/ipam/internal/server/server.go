@@ -61,6 +61,16 @@ type Creations interface {
 	CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error)
 }
 
+// Lister lists allocations from the replica's index: CaughtUp returns once
+// the index has seen every change etcd had committed when it was called
+// (see allocator.Allocator.CaughtUp), Readable fails if the index left out
+// an allocation of the tenant it could not decode, Allocations reads a page.
+type Lister interface {
+	CaughtUp(ctx context.Context) error
+	Readable(tenant string) error
+	Allocations(q index.AllocationQuery) index.AllocationPage
+}
+
 // NodeLease ties an announcer's registration to its session.
 type NodeLease = subscription.Lease
 
@@ -74,6 +84,12 @@ type Deps struct {
 	Usage  Usage
 	// Creations completes the audit log (nil: the log is all in etcd).
 	Creations Creations
+	// Lister serves ListAllocations (the holds excepted, read from etcd).
+	Lister Lister
+	// ListRound and ListScanMax bound what a page of ListAllocations
+	// examines: per round under the index's lock, and in all (defaults
+	// 10,000 and 100,000; see listRound).
+	ListRound, ListScanMax int
 	// Hub and Leaser serve announcers; Announced reports what they announce.
 	Hub       *announce.Hub
 	Leaser    Leaser
@@ -89,6 +105,9 @@ type Server struct {
 	r         Reader
 	usage     Usage
 	creations Creations
+	lister    Lister
+	listRound int
+	listMax   int
 	hub       *announce.Hub
 	leaser    Leaser
 	announced *announce.State
@@ -105,7 +124,13 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	if d.ListRound <= 0 {
+		d.ListRound = listRound
+	}
+	if d.ListScanMax <= 0 {
+		d.ListScanMax = listScanMax
+	}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.

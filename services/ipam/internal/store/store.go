@@ -70,6 +70,9 @@ type Store struct {
 	// decoding the bytes it got back (see remember and recall).
 	writtenMu sync.Mutex
 	written   map[string]writtenValue
+
+	// unreadable holds what the watch skipped (see Unreadable).
+	unreadable unreadable
 }
 
 // writtenValue is a value committed at a revision.

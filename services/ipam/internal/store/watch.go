@@ -144,6 +144,7 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 						continue
 					}
 					if mine != nil {
+						s.unreadable.forget(ref)
 						events = append(events, ipam.Event{Ref: ref, Value: mine, Rev: kv.ModRevision})
 						continue
 					}
@@ -155,9 +156,17 @@ func (s *Store) watch(ctx context.Context, prefix string, after int64, prev bool
 			ev, ok, err := eventOf(kv, deleted && !prev)
 			if err != nil {
 				s.logger.WarnContext(ctx, "skipping undecodable object", "key", string(e.Kv.Key), "error", err)
+				if ref, ok := parseKey(string(e.Kv.Key)); ok {
+					if deleted {
+						s.unreadable.forget(ref) // gone: its old value did not decode
+					} else {
+						s.unreadable.mark(ref)
+					}
+				}
 				continue
 			}
 			if ok {
+				s.unreadable.forget(ev.Ref)
 				if deleted && prev {
 					ev.Deleted = true
 				}
