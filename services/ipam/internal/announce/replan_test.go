@@ -262,7 +262,7 @@ func TestReplanMatchesFullPlans(t *testing.T) {
 
 	check := func(step string) {
 		t.Helper()
-		in, _ := l.state.Input(tenant)
+		in := l.state.Input(tenant)
 		if diff := cmp.Diff(planner.L2Owners(in), in.L2Owners, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("%s: recorded L2 owners (-L2Owners +recorded):\n%s", step, diff)
 		}
