@@ -203,7 +203,7 @@ func (h *Hub) Run(ctx context.Context) error {
 // those records come back through the watch); every replica hands its
 // sessions their plans, computed from the recorded owners so that all
 // replicas agree.
-func (h *Hub) plan(ctx context.Context, tenant string) error {
+func (h *Hub) plan(ctx context.Context, tenant string) (err error) {
 	h.mu.Lock()
 	sessions := make([]*Session, 0, len(h.sessions[tenant]))
 	for s := range h.sessions[tenant] {
@@ -217,12 +217,26 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 		h.state.dropBatch(tenant)
 		return nil
 	}
-	p, u := h.state.replan(tenant, h.planned[tenant], lead)
+	// In full, the elected replica records the owners while it computes
+	// the plans: a dead node's addresses move once the records are back
+	// through the watch, and the plans computed now do not move them.
+	var recorded chan error
+	var full func(*planner.Input)
+	if lead {
+		full = func(in *planner.Input) {
+			recorded = make(chan error, 1)
+			go func() { recorded <- h.recordOwners(ctx, tenant, in) }()
+		}
+	}
+	p, u := h.state.replan(tenant, h.planned[tenant], lead, full)
 	h.planned[tenant] = p
-	var err error
 	switch {
-	case lead && u.in != nil:
-		err = h.recordOwners(ctx, tenant, u.in)
+	case recorded != nil:
+		defer func() {
+			if rerr := <-recorded; rerr != nil {
+				err = rerr
+			}
+		}()
 	case lead && len(u.owners) > 0:
 		err = h.commitOwners(ctx, tenant, u.owners, false)
 	}

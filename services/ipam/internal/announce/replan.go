@@ -44,7 +44,10 @@ const fullBatch = 64
 // under it (milliseconds), a full plan from a copy of the tenant's input
 // without it. Cost: for a batch, planner.Replan's; in full, the tenant's
 // size.
-func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) {
+//
+// full, when not nil, is called with the input before a full plan is
+// computed from it (the elected replica records the L2 owners meanwhile).
+func (s *State) replan(tenant string, p *planned, lead bool, full func(*planner.Input)) (*planned, update) {
 	s.mu.Lock()
 	t := s.tenant(tenant)
 	b := t.batch
@@ -52,6 +55,9 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 	if p == nil || b.full || len(b.allocs)+len(b.owners) > fullBatch+len(t.allocs)/4 {
 		in := s.input(tenant)
 		s.mu.Unlock()
+		if full != nil {
+			full(in)
+		}
 		p = &planned{prep: planner.Prepare(in), plans: planner.Plans(in, in.L2Owners)}
 		return p, update{plans: p.plans, in: in}
 	}
