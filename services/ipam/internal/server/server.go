@@ -61,11 +61,9 @@ type Creations interface {
 	CreationRecords(ctx context.Context, idPrefix, startAfter string, limit int) ([]*ipam.AuditRecord, bool, error)
 }
 
-// NodeLease ties an announcer's registration to its session.
-type NodeLease = subscription.Lease
-
-// Leaser grants node leases.
-type Leaser = subscription.Leaser
+// Leases hands announcer sessions the replica's lease, which their
+// nodes' registrations are tied to (subscription.ReplicaLease).
+type Leases = subscription.Leases
 
 // Deps are what the server's handlers use.
 type Deps struct {
@@ -74,9 +72,9 @@ type Deps struct {
 	Usage  Usage
 	// Creations completes the audit log (nil: the log is all in etcd).
 	Creations Creations
-	// Hub and Leaser serve announcers; Announced reports what they announce.
+	// Hub and Leases serve announcers; Announced reports what they announce.
 	Hub       *announce.Hub
-	Leaser    Leaser
+	Leases    Leases
 	Announced *announce.State
 	// Heartbeat is how often announcers must send heartbeats (default
 	// 200ms); three missed end the session.
@@ -90,7 +88,7 @@ type Server struct {
 	usage     Usage
 	creations Creations
 	hub       *announce.Hub
-	leaser    Leaser
+	leases    Leases
 	announced *announce.State
 	heartbeat time.Duration
 	logger    *slog.Logger
@@ -105,7 +103,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 200 * time.Millisecond
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, hub: d.Hub, leases: d.Leases, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.
@@ -119,10 +117,11 @@ func (s *Server) SetPageKey(key []byte) { s.pages.key = key }
 // StopStreams ends every long-lived stream (announcer sessions, allocation
 // watches) with UNAVAILABLE, so that a graceful stop of the gRPC server
 // does not wait for them until its deadline. Announcer sessions ended this
-// way leave their node leases to expire (after subscription.NodeLeaseTTL) instead of
-// revoking them: an announcer that reconnects first, to another replica or
-// to this one restarted, keeps its registration and its addresses, so a
-// planned restart moves nothing. Call it when the server starts stopping.
+// way leave their nodes' registrations to expire with the replica's
+// lease (after subscription.LeaseTTL) instead of deleting them: an
+// announcer that reconnects first, to another replica or to this one
+// restarted, keeps its registration and its addresses, so a planned
+// restart moves nothing. Call it when the server starts stopping.
 func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Register registers every service of the server on g.

@@ -107,6 +107,25 @@ func (c *Client) leasedPut(ctx context.Context, k, v string, id clientv3.LeaseID
 	return resp.Header.Revision, nil
 }
 
+// txnIfMod runs op if key k's modification revision is rev, as one
+// transaction: to the leader's connection if it is known (see grant), else
+// over the balanced connection.
+func (c *Client) txnIfMod(ctx context.Context, k string, rev int64, op *etcdserverpb.RequestOp) (*etcdserverpb.TxnResponse, error) {
+	kv, _ := c.txnKV(ctx)
+	resp, err := kv.Txn(ctx, &etcdserverpb.TxnRequest{
+		Compare: []*etcdserverpb.Compare{{
+			Key: []byte(k), Result: etcdserverpb.Compare_EQUAL, Target: etcdserverpb.Compare_MOD,
+			TargetUnion: &etcdserverpb.Compare_ModRevision{ModRevision: rev},
+		}},
+		Success: []*etcdserverpb.RequestOp{op},
+	})
+	if err != nil {
+		c.txnFailed(err)
+		return nil, err
+	}
+	return resp, nil
+}
+
 // leaderMember returns the leader's member if it is known and its
 // connection is up, else nil (writes then go over the balanced
 // connection, which picks a ready member). With several endpoints and the
