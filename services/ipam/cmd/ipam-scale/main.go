@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -31,6 +32,7 @@ func run() (err error) {
 	only := fs.String("only", "", "comma-separated parts to run alone: "+strings.Join(scalebench.Parts(), ", ")+" (default: all)")
 	quick := fs.Bool("quick", false, "run each part at its smallest sizes only")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
+	reconnectSizes := fs.String("reconnect-sizes", "", "comma-separated numbers of announcers: the reconnect part runs these sizes only, without its L2 moves")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -39,6 +41,16 @@ func run() (err error) {
 	cfg := scalebench.Config{IPAMD: *ipamd, Etcd: *etcd, Quick: *quick, Log: os.Stderr}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
+	}
+	for f := range strings.SplitSeq(*reconnectSizes, ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--reconnect-sizes: %q is not a number of announcers", f)
+		}
+		cfg.ReconnectSizes = append(cfg.ReconnectSizes, n)
 	}
 	figs, runErr := scalebench.Run(ctx, cfg)
 	if err := bench.WriteLines(os.Stdout, figs); err != nil {

@@ -23,6 +23,9 @@ type Config struct {
 	// Quick runs each part at its smallest sizes only, to check that it
 	// works (minutes instead of tens of minutes).
 	Quick bool
+	// ReconnectSizes, if set, are the only sizes the reconnect part runs
+	// (announcers), without its L2 moves.
+	ReconnectSizes []int
 	// Log receives progress and the human tables (default io.Discard).
 	Log io.Writer
 }
