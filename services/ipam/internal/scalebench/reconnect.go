@@ -297,7 +297,7 @@ func reconnectRun(ctx context.Context, cfg Config, n int) (res reconnectResult, 
 	for _, i := range affected {
 		res.took = max(res.took, anns[i].state().firstAt.Sub(killed))
 	}
-	// Past the node lease's TTL: leases left behind have expired, and any
+	// Past the lease's TTL: the dead replica's lease has expired, and any
 	// address or route they would move has moved.
 	time.Sleep(3 * time.Second)
 	if err := quiet(ctx, anns, 2*time.Second, 5*time.Minute); err != nil {

@@ -14,8 +14,9 @@ import (
 // keeper sends the keep-alives of every lease of one connection over a few
 // etcd LeaseKeepAlive streams (keeperStreams), one request at a time as
 // each lease needs it, and hands each answer to the call that asked. clientv3's KeepAliveOnce
-// opens a stream per call: with a node lease per announcer and a
-// keep-alive every 500 ms, thousands of announcers made thousands of
+// opens a stream per call: with a node lease per announcer, as there was
+// before a replica's sessions shared one lease, and a keep-alive every
+// 500 ms, thousands of announcers made thousands of
 // streams a second, and etcd fell behind until leases expired (see
 // docs/performance.md, "Reconnects and L2 moves"). Each call still knows
 // when its own request was sent, which the holder's AliveUntil needs;

@@ -181,9 +181,8 @@ func TestOldSessionCannotTouchTakenRegistration(t *testing.T) {
 
 // A token that does not match the node's plan (stale: the plan changed
 // meanwhile; forged; malformed) gets the node a snapshot, never an error.
-// A token never brings the node another node's lease: only the node's own
-// registration's lease is adopted, and a node without one is granted a
-// new lease.
+// A token never brings the node another node's registration (see
+// TestResumeWithAnotherNodesToken).
 func TestResumeWithBadToken(t *testing.T) {
 	tests := []struct {
 		name  string
