@@ -175,7 +175,9 @@ func (r *ReplicaLease) Run(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("keep-alive ended")
 		}
-		r.logger.WarnContext(ctx, "replica lease lost: ending the announcer sessions tied to it", "error", err)
+		// Every node this replica serves reconnects: an error, not a
+		// warning.
+		r.logger.ErrorContext(ctx, "replica lease lost: ending the announcer sessions tied to it", "error", err)
 		r.mu.Lock()
 		if r.cur == h {
 			r.cur = nil
