@@ -132,7 +132,7 @@ func (c *Client) txnIfMod(ctx context.Context, k string, rev int64, op *etcdserv
 // leader unknown (it died, or an election is under way), it waits, at most
 // leaderWait or until ctx is done, for followLeader to find the new one.
 func (c *Client) leaderMember(ctx context.Context) *member {
-	if len(c.dial.Endpoints) < 2 {
+	if len(c.dial.Endpoints) < 2 || c.closed.Load() {
 		return nil
 	}
 	var deadline <-chan time.Time
@@ -169,7 +169,7 @@ func (c *Client) lookAgain() {
 // go over the balanced connection (the leader is unknown, or there is one
 // endpoint).
 func (c *Client) LeaderEndpoint() string {
-	if m := c.leader.Load(); m != nil {
+	if m := c.leader.Load(); m != nil && !c.closed.Load() {
 		return m.endpoint
 	}
 	return ""
