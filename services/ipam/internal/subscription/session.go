@@ -274,6 +274,13 @@ func (s *Session) release(ctx context.Context, lease Lease, reg Registration, gr
 	case <-s.cfg.Stopping:
 		s.cfg.Logger.InfoContext(ctx, "replica stopping: registration left to expire with the replica's lease unless the announcer reconnects", "node", s.node.Name, "ttl", LeaseTTL)
 		return
+	case <-lease.Done():
+		// The replica stopped keeping its lease alive without a graceful
+		// stop first (its storage gave up): as a stopping replica does.
+		if errors.Is(lease.Err(), ErrStopping) {
+			s.cfg.Logger.InfoContext(ctx, "replica lease no longer kept alive: registration left to expire with it unless the announcer reconnects", "node", s.node.Name, "ttl", LeaseTTL)
+			return
+		}
 	default:
 	}
 	// ctx ends when the announcer cancels its call or its connection

@@ -457,3 +457,28 @@ func TestStoppingLeavesLease(t *testing.T) {
 	stop()
 	f.close()
 }
+
+// A replica whose lease stops being kept alive without a graceful stop
+// first (its storage gave up, and StopStreams has not run yet) ends its
+// sessions with ErrStopping and, as a stopping replica, leaves their
+// registrations to expire with the lease rather than deleting them: an
+// announcer that reconnects elsewhere keeps its addresses.
+func TestLeaseStoppedLeavesRegistration(t *testing.T) {
+	e := newEnv(t)
+	f, done, _ := subscribe(t, e, e.config(time.Second, nil))
+	stop := beat(f, 100*time.Millisecond)
+	defer stop()
+	f.ack(t, 1)
+	e.a.stop() // the lease's keeper ends; the replica's streams do not
+	if err := ended(t, done); !errors.Is(err, subscription.ErrStopping) {
+		t.Errorf("session ended with %v, want ErrStopping", err)
+	}
+	if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); err != nil {
+		t.Errorf("registration right after the lease stopped: %v, want it left to expire", err)
+	}
+	if ev := e.nextNode(t); !ev.Deleted {
+		t.Fatalf("after the lease stopped: %+v, want the registration to expire", ev)
+	}
+	stop()
+	f.close()
+}
