@@ -343,6 +343,11 @@ func TestReplicaLeaseLossEndsEverySession(t *testing.T) {
 	fb, doneB := startNode(t, e, e.config(time.Second, nil), "node-b")
 	stopB := beat(fb, 100*time.Millisecond)
 	defer stopB()
+	// Both registered before the lease goes (a registration written as it
+	// goes fails as a write, not as a lost lease).
+	if ev := e.nextNode(t); ev.Deleted || ev.Ref.ID != "t1/node-b" {
+		t.Fatalf("node-b's registration event: %+v", ev)
+	}
 	if first := e.nextGrant(t); first.id() != l.id() {
 		t.Fatalf("lease granted %x, want the replica's %x", first.id(), l.id())
 	}
@@ -380,6 +385,11 @@ func TestTwoNodesShareTheReplicaLease(t *testing.T) {
 	}
 	_ = e.nextGrant(t) // node-a's
 	e.noGrant(t)       // and none for node-b
+	// Its plan sent before its stream closes (a send on a closed stream
+	// would end the session with that error, not as the node's end).
+	if u := fb.nextUpdate(t); u.Snapshot == nil {
+		t.Fatalf("node-b's first plan message: %+v, want a snapshot", u)
+	}
 	fb.close()
 	if err := ended(t, doneB); err != nil {
 		t.Errorf("node-b's session ended with %v", err)
