@@ -105,7 +105,7 @@ func TestIPAMRestartKeepsAnnouncements(t *testing.T) {
 	}
 	// The owner answers only while a replica vouches for it (see "L2
 	// ownership" in docs/announcement.md): the stopping replica's farewell
-	// right lasts as long as the node's lease is known to live, 1.4-1.9 s.
+	// right lasts as long as the replica's lease is known to live, 1.4-1.9 s.
 	// A restart that takes longer leaves a gap until the announcer is
 	// subscribed again (with several replicas it reconnects to another at
 	// once); it must answer again right after that.

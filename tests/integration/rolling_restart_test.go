@@ -52,8 +52,8 @@ func TestRollingRestartKeepsAnnouncements(t *testing.T) {
 		t.Errorf("the L2 owner withheld %d ARP replies or announcements for want of a right during the rolling restart (longest gap in its replies %v)", out.Withheld, out.LongestARPGap.Round(time.Millisecond))
 	}
 
-	// Crashes too (SIGKILL: no farewell, and the node leases the dead
-	// replica kept alive run out 2 s later) withdraw no route: routes are
+	// Crashes too (SIGKILL: no farewell, and the dead replica's lease,
+	// which its nodes' registrations were tied to, runs out 2 s later) withdraw no route: routes are
 	// the announcers' until a plan changes them. The owner may withhold
 	// replies for a moment (its last right ends 0.4 s after its last
 	// acknowledged heartbeat, and it answers again once another replica

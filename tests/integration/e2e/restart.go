@@ -182,8 +182,8 @@ func (l *RestartLab) RollingRestart(ctx context.Context, rounds int) (RestartOut
 
 // RollingKill is RollingRestart with SIGKILL instead of SIGTERM: each
 // replica crashes, ending its announcers' streams without a farewell, and
-// leaving their node leases to expire. It watches for 3 s after the last
-// restart, past those leases' 2 s TTL.
+// leaving its lease (which their registrations are tied to) to expire.
+// It watches for 3 s after the last restart, past that lease's 2 s TTL.
 func (l *RestartLab) RollingKill(ctx context.Context, rounds int) (RestartOutcome, error) {
 	return l.restarts(ctx, rounds, true)
 }
@@ -218,8 +218,8 @@ func (l *RestartLab) restarts(ctx context.Context, rounds int, kill bool) (Resta
 			}
 		}
 		// The owner and the routes stay as they were after the last
-		// restart, too (after a crash, past the TTL of the node leases
-		// the dead replica kept alive).
+		// restart, too (after a crash, past the TTL of the lease the
+		// dead replica kept alive).
 		settle := time.Second
 		if kill {
 			settle = 3 * time.Second

@@ -59,7 +59,7 @@ type Options struct {
 	// Rights receives the L2 rights the IPAM grants (nil: none kept).
 	Rights Rights
 	// Grace is how long the node keeps its L2 addresses in place while cut
-	// off from every IPAM (default 2 s: the IPAM's node lease); it answers
+	// off from every IPAM (default 2 s: the TTL of the IPAM replica's lease); it answers
 	// for them only while Rights says so, which ends much sooner.
 	Grace time.Duration
 	// MaxBackoff caps the wait between reconnects (default 2 s).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -35,6 +36,7 @@ func run() (err error) {
 	planSize := fs.String("plan-size", "", "the plan part's only size, TENANTSxALLOCATIONSxNODES per tenant (e.g. 1x100000x300: one very large tenant)")
 	planNoFeed := fs.Bool("plan-no-feed", false, "skip the plan part's feed phase (gRPC subscribers)")
 	out := fs.String("out", "", "also append the BENCH lines to this file")
+	reconnectSizes := fs.String("reconnect-sizes", "", "comma-separated numbers of announcers: the reconnect part runs these sizes only, without its L2 moves")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -43,6 +45,16 @@ func run() (err error) {
 	cfg := scalebench.Config{IPAMD: *ipamd, IPAMDBefore: *ipamdBefore, DistinctLabels: *distinct, Etcd: *etcd, Quick: *quick, PlanSize: *planSize, PlanNoFeed: *planNoFeed, Log: os.Stderr}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
+	}
+	for f := range strings.SplitSeq(*reconnectSizes, ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--reconnect-sizes: %q is not a number of announcers", f)
+		}
+		cfg.ReconnectSizes = append(cfg.ReconnectSizes, n)
 	}
 	figs, runErr := scalebench.Run(ctx, cfg)
 	if err := bench.WriteLines(os.Stdout, figs); err != nil {

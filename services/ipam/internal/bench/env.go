@@ -236,7 +236,7 @@ func startBeacon(ctx context.Context, client *store.Client, logger *slog.Logger,
 			if conn != nil {
 				_ = conn.Close() // the server is stopping anyway
 			}
-			rep.StopStreams() // as ipamd: sessions leave their node leases to expire
+			rep.StopStreams() // as ipamd: sessions leave their registrations to expire with the replica lease
 			gs.Stop()
 			cancel()
 			wg.Wait()

@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -53,4 +54,34 @@ func TestTransactionsFollowTheLeader(t *testing.T) {
 		t.Fatalf("leader endpoint %q is none of %v", client.LeaderEndpoint(), endpoints)
 	}
 	t.Logf("leader moved from %s to %s", members[was].Endpoints()[0], client.LeaderEndpoint())
+}
+
+// A closed client writes nothing, not even over the connection to the
+// etcd leader, which its store keeps open until it stops: a replica whose
+// etcd connection is cut as a killed process's is must not go on writing
+// (the scale benchmark's crash saw its announcer sessions delete their
+// registrations while their streams ended, and addresses move).
+func TestClosedClientWritesNothing(t *testing.T) {
+	_, endpoints := startEtcdCluster(t)
+	client, err := store.Dial(ctxT(t), store.DialConfig{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, client, replica.Options{})
+	mustPool(t, n, "closed", &ipamv1.Pool{Ranges: []string{"198.51.100.0/28"}})
+	eventually(t, 10*time.Second, "transactions to go to the leader", func() bool {
+		return client.LeaderEndpoint() != ""
+	})
+	mustAllocate(t, n, "c1", &ipamv1.Allocation{Owner: "ns/before"})
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ep := client.LeaderEndpoint(); ep != "" {
+		t.Errorf("leader endpoint after Close: %q, want none", ep)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := allocate(ctx, n, "c1", &ipamv1.Allocation{Owner: "ns/after"}); err == nil {
+		t.Errorf("allocation through a closed client succeeded: %v", got.GetAddresses())
+	}
 }

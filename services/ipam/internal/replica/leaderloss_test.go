@@ -163,8 +163,8 @@ func TestEtcdLeaderLossWriteGap(t *testing.T) {
 }
 
 // An etcd leader election ends no announcer session and moves no L2
-// address: the node lease outlives the election (etcd's new leader extends
-// it), so the session keeps it and its registration, and nobody else is
+// address: the replica's lease outlives the election (etcd's new leader
+// extends it), so the session keeps its registration, and nobody else is
 // ever told to answer for the owner's address. (Before, a session whose
 // keep-alives or reports failed for the length of an election ended,
 // revoked the node's registration and moved its addresses.)

@@ -23,6 +23,7 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/server"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
+	"github.com/beaconlb/beacon/services/ipam/internal/subscription"
 )
 
 // Options tunes a replica.
@@ -53,16 +54,21 @@ type Options struct {
 // merges into transactions as large as etcd allows.
 const ownerWorkers = 8
 
-// leaser adapts the store's leases to the server's interface.
-type leaser struct{ st *store.Store }
+// granter adapts the store's leases to the announcer sessions' interface.
+type granter struct{ st *store.Store }
 
-func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (server.NodeLease, error) {
-	return l.st.GrantLease(ctx, ttl)
+func (g granter) GrantLease(ctx context.Context, ttl time.Duration) (subscription.KeptLease, error) {
+	l, err := g.st.GrantLease(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return keptLease{l}, nil
 }
 
-func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (server.NodeLease, error) {
-	return l.st.AdoptLease(ctx, r, value)
-}
+// keptLease is a store lease whose ties are subscription.Registrations.
+type keptLease struct{ *store.Lease }
+
+func (l keptLease) Tie(r ipam.Ref) subscription.Registration { return l.Lease.Tie(r) }
 
 // Replica is one IPAM replica.
 type Replica struct {
@@ -71,6 +77,7 @@ type Replica struct {
 	index     *index.Index
 	announced *announce.State
 	hub       *announce.Hub
+	lease     *subscription.ReplicaLease
 	follower  *Follower
 	alloc     *allocator.Allocator
 	server    *server.Server
@@ -102,7 +109,9 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
+	lease := subscription.NewReplicaLease(granter{st}, logger)
 	return &Replica{
+		lease:     lease,
 		store:     st,
 		owners:    owners,
 		index:     idx,
@@ -111,7 +120,7 @@ func New(client *store.Client, logger *slog.Logger, opts Options) *Replica {
 		follower:  newFollower(st, logger, known, idx, fs),
 		alloc:     alloc,
 		server: server.New(server.Deps{
-			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Lister: alloc, Hub: hub, Leaser: leaser{st}, Announced: fs, Heartbeat: opts.Heartbeat,
+			Writer: alloc, Reader: st, Usage: idx, Creations: alloc, Lister: alloc, Hub: hub, Leases: lease, Announced: fs, Heartbeat: opts.Heartbeat,
 			ListRound: opts.ListRound, ListScanMax: opts.ListScanMax,
 		}, logger),
 		id: hex.EncodeToString(id[:]),
@@ -156,6 +165,7 @@ func (r *Replica) Run(ctx context.Context) error {
 	g.Go(func() error { return r.follower.Run(ctx, r.rev) })
 	g.Go(func() error { return r.alloc.RunExpiry(ctx) })
 	g.Go(func() error { return r.hub.Run(ctx) })
+	g.Go(func() error { return r.lease.Run(ctx) })
 	g.Go(func() error { return r.store.Campaign(ctx, "l2owners", r.id, r.hub.LeadOwners) })
 	return g.Wait()
 }

@@ -25,8 +25,8 @@ import (
 const livePrefix = "198.51.100."
 
 // keepSubscribed runs s until ctx is done, subscribing again, as an
-// announcer does, when the stream ends (a node lease lost while this
-// machine was too busy to keep it alive). It subscribes with the labels
+// announcer does, when the stream ends (the replica's lease lost while
+// this machine was too busy to keep it alive). It subscribes with the labels
 // and interfaces the node is registered with (a node that comes back as it
 // was changes no plan but its own).
 func keepSubscribed(ctx context.Context, s *bench.Subscriber, conn *grpc.ClientConn, tenant, node string, labels map[string]string) {
@@ -64,7 +64,7 @@ func measureFeed(ctx context.Context, client *store.Client, logger *slog.Logger,
 	subCtx, stopSubs := context.WithCancel(ctx)
 	var subs sync.WaitGroup
 	defer func() {
-		rep.StopStreams() // as ipamd: sessions leave their node leases to expire
+		rep.StopStreams() // as ipamd: sessions leave their registrations to expire with the replica lease
 		stopSubs()
 		subs.Wait()
 		gs.Stop()

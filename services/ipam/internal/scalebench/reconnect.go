@@ -34,6 +34,9 @@ func reconnect(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 	if cfg.Quick {
 		sizes = sizes[:1]
 	}
+	if len(cfg.ReconnectSizes) > 0 {
+		sizes = cfg.ReconnectSizes
+	}
 	var figs []bench.Figure
 	var rows []reconnectResult
 	for _, n := range sizes {
@@ -48,11 +51,12 @@ func reconnect(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 			bench.Figure{Name: fmt.Sprintf("scale_reconnect_%d_snapshots", n), Value: float64(r.snapshots), Unit: "count"},
 			bench.Figure{Name: fmt.Sprintf("scale_reconnect_%d_lease_grants", n), Value: float64(r.grants), Unit: "count"},
 			bench.Figure{Name: fmt.Sprintf("scale_reconnect_%d_owner_changes", n), Value: float64(r.ownerChanges + r.routeChanges), Unit: "count"},
+			bench.Figure{Name: fmt.Sprintf("scale_reconnect_%d_keepalives_per_s", n), Value: r.keepAlives, Unit: "1/s"},
 		)
 	}
-	fmt.Fprintf(cfg.Log, "\n== reconnect: one of 3 replicas killed\n%10s %10s %10s %10s %10s %10s %10s\n", "announcers", "affected", "current_s", "snapshots", "resumed", "grants", "changes")
+	fmt.Fprintf(cfg.Log, "\n== reconnect: one of 3 replicas killed\n%10s %10s %10s %10s %10s %10s %10s %12s\n", "announcers", "affected", "current_s", "snapshots", "resumed", "grants", "changes", "keepalive/s")
 	for _, r := range rows {
-		fmt.Fprintf(cfg.Log, "%10d %10d %10.2f %10d %10d %10d %10d\n", r.n, r.affected, r.took.Seconds(), r.snapshots, r.resumes, r.grants, r.ownerChanges+r.routeChanges)
+		fmt.Fprintf(cfg.Log, "%10d %10d %10.2f %10d %10d %10d %10d %12.1f\n", r.n, r.affected, r.took.Seconds(), r.snapshots, r.resumes, r.grants, r.ownerChanges+r.routeChanges, r.keepAlives)
 	}
 	if len(rows) < len(sizes) {
 		return figs, fmt.Errorf("%d of %d reconnect sizes measured", len(rows), len(sizes))
@@ -188,7 +192,13 @@ type reconnectResult struct {
 	took                       time.Duration
 	snapshots, resumes, grants int
 	ownerChanges, routeChanges int
+	// keepAlives is the lease keep-alives the replicas sent per second
+	// with the fleet settled, before the kill.
+	keepAlives float64
 }
+
+// keepAliveWindow is how long the keep-alives are counted for.
+const keepAliveWindow = 5 * time.Second
 
 // reconnectRun: n announcers over 3 replicas, each tenant's L2 addresses
 // (one per node) and BGP routes (5 per tenant) spread over them; the
@@ -265,6 +275,11 @@ func reconnectRun(ctx context.Context, cfg Config, n int) (res reconnectResult, 
 	}
 	fmt.Fprintf(cfg.Log, "   %d announcers subscribed, %d L2 addresses owned, in %s\n", n, wantL2, time.Since(start).Round(time.Millisecond))
 
+	sent0, at0 := env.keepAlivesSent(), time.Now()
+	time.Sleep(keepAliveWindow)
+	res.keepAlives = float64(env.keepAlivesSent()-sent0) / time.Since(at0).Seconds()
+	fmt.Fprintf(cfg.Log, "   %.1f lease keep-alives a second from the replicas, settled\n", res.keepAlives)
+
 	before := make([]simState, n)
 	for i, a := range anns {
 		before[i] = a.state()
@@ -295,7 +310,7 @@ func reconnectRun(ctx context.Context, cfg Config, n int) (res reconnectResult, 
 	for _, i := range affected {
 		res.took = max(res.took, anns[i].state().firstAt.Sub(killed))
 	}
-	// Past the node lease's TTL: leases left behind have expired, and any
+	// Past the lease's TTL: the dead replica's lease has expired, and any
 	// address or route they would move has moved.
 	time.Sleep(3 * time.Second)
 	if err := quiet(ctx, anns, 2*time.Second, 5*time.Minute); err != nil {

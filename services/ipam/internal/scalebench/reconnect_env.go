@@ -168,6 +168,15 @@ func (e *fleetEnv) dialAll(perReplica int) ([][]*grpc.ClientConn, error) {
 	return conns, nil
 }
 
+// keepAlivesSent is the lease keep-alives every replica has sent so far.
+func (e *fleetEnv) keepAlivesSent() int64 {
+	var n int64
+	for _, r := range e.replicas {
+		n += r.client.KeepAlivesSent()
+	}
+	return n
+}
+
 func (e *fleetEnv) close() {
 	for _, c := range e.conns {
 		_ = c.Close()

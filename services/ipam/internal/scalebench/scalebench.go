@@ -40,6 +40,9 @@ type Config struct {
 	// PlanNoFeed skips the plan part's feed phase (gRPC subscribers), whose
 	// snapshots dominate at one very large tenant's size.
 	PlanNoFeed bool
+	// ReconnectSizes, if set, are the only sizes the reconnect part runs
+	// (announcers).
+	ReconnectSizes []int
 	// Log receives progress and the human tables (default io.Discard).
 	Log io.Writer
 }

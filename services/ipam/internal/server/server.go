@@ -71,11 +71,9 @@ type Lister interface {
 	Allocations(q index.AllocationQuery) index.AllocationPage
 }
 
-// NodeLease ties an announcer's registration to its session.
-type NodeLease = subscription.Lease
-
-// Leaser grants node leases.
-type Leaser = subscription.Leaser
+// Leases hands announcer sessions the replica's lease, which their
+// nodes' registrations are tied to (subscription.ReplicaLease).
+type Leases = subscription.Leases
 
 // Deps are what the server's handlers use.
 type Deps struct {
@@ -90,9 +88,9 @@ type Deps struct {
 	// examines: per round under the index's lock, and in all (defaults
 	// 10,000 and 100,000; see listRound).
 	ListRound, ListScanMax int
-	// Hub and Leaser serve announcers; Announced reports what they announce.
+	// Hub and Leases serve announcers; Announced reports what they announce.
 	Hub       *announce.Hub
-	Leaser    Leaser
+	Leases    Leases
 	Announced *announce.State
 	// Heartbeat is how often announcers must send heartbeats (default
 	// 200ms); three missed end the session.
@@ -109,7 +107,7 @@ type Server struct {
 	listRound int
 	listMax   int
 	hub       *announce.Hub
-	leaser    Leaser
+	leases    Leases
 	announced *announce.State
 	heartbeat time.Duration
 	logger    *slog.Logger
@@ -130,7 +128,7 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.ListScanMax <= 0 {
 		d.ListScanMax = listScanMax
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leaser: d.Leaser, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leases: d.Leases, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.
@@ -144,10 +142,11 @@ func (s *Server) SetPageKey(key []byte) { s.pages.key = key }
 // StopStreams ends every long-lived stream (announcer sessions, allocation
 // watches) with UNAVAILABLE, so that a graceful stop of the gRPC server
 // does not wait for them until its deadline. Announcer sessions ended this
-// way leave their node leases to expire (after subscription.NodeLeaseTTL) instead of
-// revoking them: an announcer that reconnects first, to another replica or
-// to this one restarted, keeps its registration and its addresses, so a
-// planned restart moves nothing. Call it when the server starts stopping.
+// way leave their nodes' registrations to expire with the replica's
+// lease (after subscription.LeaseTTL) instead of deleting them: an
+// announcer that reconnects first, to another replica or to this one
+// restarted, keeps its registration and its addresses, so a planned
+// restart moves nothing. Call it when the server starts stopping.
 func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Register registers every service of the server on g.

@@ -85,6 +85,11 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 		return errStopping
 	case errors.Is(err, subscription.ErrNoHeartbeat):
 		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, subscription.ErrLeaseLost):
+		logger.WarnContext(ctx, "announcer session ended: replica lease lost", "method", method, "error", err)
+		return status.Error(codes.Unavailable, subscription.ErrLeaseLost.Error())
+	case errors.Is(err, subscription.ErrTakenOver):
+		return status.Error(codes.Aborted, subscription.ErrTakenOver.Error())
 	}
 	for _, m := range codeOf {
 		if !errors.Is(err, m.err) {

@@ -21,11 +21,11 @@ import (
 // the stream, and turns how it ended into the stream's status.
 func (a *announcerService) Subscribe(stream ipamv1.AnnouncerService_SubscribeServer) error {
 	ctx := stream.Context()
-	if a.s.hub == nil || a.s.leaser == nil {
+	if a.s.hub == nil || a.s.leases == nil {
 		return status.Error(codes.Unimplemented, "this server does not serve announcers")
 	}
 	cfg := subscription.Config{
-		Leaser: a.s.leaser, Feed: hubFeed{a.s.hub}, Heartbeat: a.s.heartbeat,
+		Leases: a.s.leases, Feed: hubFeed{a.s.hub}, Heartbeat: a.s.heartbeat,
 		Stopping: a.s.stopping, Logger: a.s.logger,
 	}
 	err := subscription.New(cfg, &announcerStream{s: a.s, stream: stream}).Run(ctx)

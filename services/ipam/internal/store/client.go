@@ -34,10 +34,20 @@ type Client struct {
 	keeper *keeper
 	// With several endpoints, transactions go to the leader's (leader.go).
 	leaderState
+	// closed is set by Close: transactions no longer go to the leader's
+	// connection, which the store closes only when it stops.
+	closed atomic.Bool
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.etcd.Close() }
+// Close closes the connection. Nothing is written through the Client
+// after it, not even over the connection to the etcd leader that its
+// store keeps open until it stops: a replica whose etcd connection is cut
+// as a killed process's is (the scale benchmark's crash) must not go on
+// deleting its nodes' registrations while its announcers' streams end.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	return c.etcd.Close()
+}
 
 // Etcd returns the etcd client itself, for benchmarks and tests that write
 // to etcd behind the store's back.

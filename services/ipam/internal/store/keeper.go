@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -13,8 +14,9 @@ import (
 // keeper sends the keep-alives of every lease of one connection over a few
 // etcd LeaseKeepAlive streams (keeperStreams), one request at a time as
 // each lease needs it, and hands each answer to the call that asked. clientv3's KeepAliveOnce
-// opens a stream per call: with a node lease per announcer and a
-// keep-alive every 500 ms, thousands of announcers made thousands of
+// opens a stream per call: with a node lease per announcer, as there was
+// before a replica's sessions shared one lease, and a keep-alive every
+// 500 ms, thousands of announcers made thousands of
 // streams a second, and etcd fell behind until leases expired (see
 // docs/performance.md, "Reconnects and L2 moves"). Each call still knows
 // when its own request was sent, which the holder's AliveUntil needs;
@@ -26,6 +28,8 @@ import (
 // lease is gone.
 type keeper struct {
 	streams []*keepStream
+	// sent counts the keep-alives sent (see Client.KeepAlivesSent).
+	sent atomic.Int64
 }
 
 // keeperStreams is how many streams a keeper spreads its leases over: etcd
@@ -47,6 +51,7 @@ func newKeeper(leases func(ctx context.Context) etcdserverpb.LeaseClient) *keepe
 // keepAliveOnce renews lease id once and returns its TTL in seconds (0:
 // the lease is gone). A lease's renewals all go over the same stream.
 func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	k.sent.Add(1)
 	return k.streams[uint64(id)%uint64(len(k.streams))].keepAliveOnce(ctx, id)
 }
 
@@ -158,4 +163,14 @@ func (k *keepStream) broken(st etcdserverpb.Lease_LeaseKeepAliveClient, err erro
 		}
 		delete(k.waiting, id)
 	}
+}
+
+// KeepAlivesSent returns how many lease keep-alives this connection has
+// sent (the scale benchmark counts them per second: a replica's sessions
+// share one lease, so the rate does not grow with the nodes it serves).
+func (c *Client) KeepAlivesSent() int64 {
+	if c.keeper == nil {
+		return 0
+	}
+	return c.keeper.sent.Load()
 }

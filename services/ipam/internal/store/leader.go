@@ -107,13 +107,32 @@ func (c *Client) leasedPut(ctx context.Context, k, v string, id clientv3.LeaseID
 	return resp.Header.Revision, nil
 }
 
+// txnIfMod runs op if key k's modification revision is rev, as one
+// transaction: to the leader's connection if it is known (see grant), else
+// over the balanced connection.
+func (c *Client) txnIfMod(ctx context.Context, k string, rev int64, op *etcdserverpb.RequestOp) (*etcdserverpb.TxnResponse, error) {
+	kv, _ := c.txnKV(ctx)
+	resp, err := kv.Txn(ctx, &etcdserverpb.TxnRequest{
+		Compare: []*etcdserverpb.Compare{{
+			Key: []byte(k), Result: etcdserverpb.Compare_EQUAL, Target: etcdserverpb.Compare_MOD,
+			TargetUnion: &etcdserverpb.Compare_ModRevision{ModRevision: rev},
+		}},
+		Success: []*etcdserverpb.RequestOp{op},
+	})
+	if err != nil {
+		c.txnFailed(err)
+		return nil, err
+	}
+	return resp, nil
+}
+
 // leaderMember returns the leader's member if it is known and its
 // connection is up, else nil (writes then go over the balanced
 // connection, which picks a ready member). With several endpoints and the
 // leader unknown (it died, or an election is under way), it waits, at most
 // leaderWait or until ctx is done, for followLeader to find the new one.
 func (c *Client) leaderMember(ctx context.Context) *member {
-	if len(c.dial.Endpoints) < 2 {
+	if len(c.dial.Endpoints) < 2 || c.closed.Load() {
 		return nil
 	}
 	var deadline <-chan time.Time
@@ -150,7 +169,7 @@ func (c *Client) lookAgain() {
 // go over the balanced connection (the leader is unknown, or there is one
 // endpoint).
 func (c *Client) LeaderEndpoint() string {
-	if m := c.leader.Load(); m != nil {
+	if m := c.leader.Load(); m != nil && !c.closed.Load() {
 		return m.endpoint
 	}
 	return ""

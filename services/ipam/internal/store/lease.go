@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -16,7 +17,7 @@ import (
 )
 
 // Lease is an etcd lease that objects can be tied to: they disappear when
-// it is revoked or expires.
+// it expires.
 //
 // It knows a lower bound of its own expiry (AliveUntil): etcd's leader sets
 // a lease's expiry to TTL after it processes a grant or a keep-alive, which
@@ -24,22 +25,21 @@ import (
 // time of the last answered keep-alive plus the TTL. Callers that promise
 // something for as long as the lease lives (the announcer session's L2
 // rights) promise no further than that.
+//
+// One lease is shared by many keys, each written through a Tie of its own
+// (a replica's lease carries the registration of every node it serves):
+// a key's holder ends its key by deleting it, never by revoking the lease.
 type Lease struct {
 	s          *Store
 	id         clientv3.LeaseID
 	ttl        time.Duration
 	aliveUntil atomic.Pointer[time.Time]
-
-	// written is the revision of this holder's last write of each key it
-	// wrote (see Revoke).
-	writtenMu sync.Mutex
-	written   map[string]int64
 }
 
-// errTakenOver is returned by Revoke when another holder wrote one of the
-// lease's keys since this one last did: the lease is left alone. It wraps
-// ipam.ErrConflict.
-var errTakenOver = fmt.Errorf("store: the lease's keys were written by another holder since: lease left to it: %w", ipam.ErrConflict)
+// errTakenOver is returned by a Tie's conditional write or deletion when
+// another holder wrote the key since this one last did: the key is left to
+// it. It wraps ipam.ErrConflict.
+var errTakenOver = fmt.Errorf("store: the key was written by another holder since: left to it: %w", ipam.ErrConflict)
 
 // GrantLease grants a lease of at least ttl (etcd counts whole seconds).
 func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, error) {
@@ -54,65 +54,6 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (*Lease, erro
 	l := &Lease{s: s, id: id, ttl: time.Duration(granted) * time.Second}
 	until := sent.Add(l.ttl)
 	l.aliveUntil.Store(&until)
-	return l, nil
-}
-
-// AdoptLease takes over the lease that r is tied to, kept alive so far by
-// another holder (a session on another replica, which died or stopped):
-// it renews the lease once, then writes value under r tied to it, on the
-// condition that r was not written since it was read. It returns
-// ipam.ErrNotFound when there is nothing to adopt: r does not exist, is tied
-// to no lease, its lease is gone, or r was written in between (then the
-// caller grants a lease of its own). No lease is granted: a replica that
-// takes over the sessions of one that died costs etcd no grants.
-//
-// The holder it was taken from revokes it only if r is still as it last
-// wrote it (see Revoke): after the adoption it is not.
-func (s *Store) AdoptLease(ctx context.Context, r ipam.Ref, value any) (*Lease, error) {
-	b, err := encode(r.Kind, value)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	k := key(r)
-	got, err := s.client.Get(ctx, k)
-	if err != nil {
-		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
-	}
-	if len(got.Kvs) == 0 || got.Kvs[0].Lease == 0 {
-		return nil, fmt.Errorf("store: adopt lease of %s: %w", k, ipam.ErrNotFound)
-	}
-	kv := got.Kvs[0]
-	id := clientv3.LeaseID(kv.Lease)
-	sent := time.Now()
-	ttl, err := s.keepAliveOnce(ctx, id)
-	if errors.Is(err, errKeeperStream) && ctx.Err() == nil {
-		// The shared stream broke under this call (a member died): once
-		// more on the next one.
-		sent = time.Now()
-		ttl, err = s.keepAliveOnce(ctx, id)
-	}
-	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl <= 0):
-		return nil, fmt.Errorf("store: adopt lease of %s: expired: %w", k, ipam.ErrNotFound)
-	case err != nil:
-		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
-	}
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(k, string(b), clientv3.WithLease(id))).
-		Commit()
-	if err != nil {
-		return nil, fmt.Errorf("store: adopt lease: %w: %w", ipam.ErrUnavailable, err)
-	}
-	if !resp.Succeeded {
-		return nil, fmt.Errorf("store: adopt lease of %s: written meanwhile: %w", k, ipam.ErrNotFound)
-	}
-	l := &Lease{s: s, id: id, ttl: time.Duration(ttl) * time.Second}
-	until := sent.Add(l.ttl)
-	l.aliveUntil.Store(&until)
-	l.wrote(k, resp.Header.Revision)
 	return l, nil
 }
 
@@ -131,18 +72,6 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, 
 
 // ID returns the lease's etcd ID (for tests and logs).
 func (l *Lease) ID() int64 { return int64(l.id) }
-
-// wrote records this holder's write of k at rev.
-func (l *Lease) wrote(k string, rev int64) {
-	l.writtenMu.Lock()
-	defer l.writtenMu.Unlock()
-	if l.written == nil {
-		l.written = make(map[string]int64)
-	}
-	if rev > l.written[k] {
-		l.written[k] = rev
-	}
-}
 
 // AliveUntil returns a time before which the lease cannot have expired
 // unless it was revoked (on the monotonic clock).
@@ -201,53 +130,101 @@ func (l *Lease) KeepAlive(ctx context.Context, grace time.Duration) error {
 	}
 }
 
-// Revoke ends the lease now, deleting every object tied to it, unless
-// another holder wrote one of the keys this one wrote since it last did
-// (it adopted the lease, see AdoptLease, or tied the key to a lease of its
-// own): then it deletes nothing, leaves the lease alone and returns
-// an error wrapping ipam.ErrConflict. The keys are deleted first, on that condition, in one
-// transaction, so that an adoption either comes before (and the deletion
-// does not happen) or finds nothing to adopt.
-func (l *Lease) Revoke(ctx context.Context) error {
-	ctx, cancel := l.s.bounded(ctx)
-	defer cancel()
-	l.writtenMu.Lock()
-	var cmps []clientv3.Cmp
-	var dels []clientv3.Op
-	for k, rev := range l.written {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
-		dels = append(dels, clientv3.OpDelete(k))
-	}
-	l.writtenMu.Unlock()
-	if len(cmps) > 0 {
-		resp, err := l.s.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
-		if err != nil {
-			return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
-		}
-		if !resp.Succeeded {
-			return errTakenOver
-		}
-	}
-	if _, err := l.s.client.Revoke(ctx, l.id); err != nil {
-		return fmt.Errorf("store: revoke lease: %w: %w", ipam.ErrUnavailable, err)
-	}
-	return nil
+// Tie returns key r tied to the lease: its writes and its deletion
+// through the Tie (no call to etcd yet).
+func (l *Lease) Tie(r ipam.Ref) *Tie {
+	return &Tie{l: l, r: r, k: key(r)}
 }
 
-// Put writes an object tied to the lease, unconditionally.
-func (l *Lease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
-	b, err := encode(r.Kind, value)
+// Tie is one key tied to a lease shared with other keys, written by one
+// holder: after its first write (Take), each write and the deletion
+// happen only if the key is as this holder last wrote it. A holder that
+// another took the key from (a node's next session, on this replica or
+// another, under that one's lease) can no longer write or delete it: it
+// gets an error wrapping ipam.ErrConflict.
+type Tie struct {
+	l *Lease
+	r ipam.Ref
+	k string
+
+	mu  sync.Mutex // one write at a time; guards rev
+	rev int64      // revision of this holder's last write (0: none yet)
+}
+
+// Take writes value under the key, tied to the lease, whatever the key
+// holds now and whatever lease it was tied to: the holder takes the key
+// over (a resuming node's session takes its registration from the session
+// before, which may be alive and late on another replica: that one's next
+// conditional write or deletion fails). It returns the write's revision.
+func (t *Tie) Take(ctx context.Context, value any) (int64, error) {
+	b, err := encode(t.r.Kind, value)
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := l.s.bounded(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ctx, cancel := t.l.s.bounded(ctx)
 	defer cancel()
-	rev, err := l.s.conn.leasedPut(ctx, key(r), string(b), l.id)
+	rev, err := t.l.s.conn.leasedPut(ctx, t.k, string(b), t.l.id)
 	if err != nil {
-		return 0, fmt.Errorf("store: put %s: %w: %w", key(r), ipam.ErrUnavailable, err)
+		return 0, fmt.Errorf("store: put %s: %w: %w", t.k, ipam.ErrUnavailable, err)
 	}
-	l.wrote(key(r), rev)
+	t.rev = rev
 	return rev, nil
+}
+
+// Put writes value under the key, tied to the lease, if the key is as this
+// holder last wrote it; else it returns an error wrapping
+// ipam.ErrConflict. Before a Take it writes nothing and returns that
+// error.
+func (t *Tie) Put(ctx context.Context, value any) (int64, error) {
+	b, err := encode(t.r.Kind, value)
+	if err != nil {
+		return 0, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rev == 0 {
+		return 0, errTakenOver
+	}
+	ctx, cancel := t.l.s.bounded(ctx)
+	defer cancel()
+	resp, err := t.l.s.conn.txnIfMod(ctx, t.k, t.rev, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{
+		RequestPut: &etcdserverpb.PutRequest{Key: []byte(t.k), Value: b, Lease: int64(t.l.id)},
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("store: put %s: %w: %w", t.k, ipam.ErrUnavailable, err)
+	}
+	if !resp.Succeeded {
+		return 0, errTakenOver
+	}
+	t.rev = resp.Header.Revision
+	return t.rev, nil
+}
+
+// Delete deletes the key if it is as this holder last wrote it; else
+// (another holder took it, or the lease expired and took it along) it
+// deletes nothing and returns an error wrapping ipam.ErrConflict. The
+// lease and the other keys tied to it are left alone.
+func (t *Tie) Delete(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rev == 0 {
+		return errTakenOver
+	}
+	ctx, cancel := t.l.s.bounded(ctx)
+	defer cancel()
+	resp, err := t.l.s.conn.txnIfMod(ctx, t.k, t.rev, &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestDeleteRange{
+		RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{Key: []byte(t.k)},
+	}})
+	if err != nil {
+		return fmt.Errorf("store: delete %s: %w: %w", t.k, ipam.ErrUnavailable, err)
+	}
+	if !resp.Succeeded {
+		return errTakenOver
+	}
+	t.rev = 0
+	return nil
 }
 
 // Campaign blocks until this replica leads the named election, then calls

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
@@ -21,16 +23,19 @@ const wait = 30 * time.Second
 
 // env is a real store over an embedded etcd, and a real fleet hub fed by
 // a watch of the store's node registrations, as a replica wires them.
+// Sessions run on test replicas (replica): each its own replica lease over
+// the same store, as replicas of one etcd.
 type env struct {
 	ctx   context.Context
 	st    *store.Store
+	cli   *store.Client
 	state *announce.State
 	hub   *announce.Hub
 	nodes chan ipam.Event // every write and deletion of a node registration
-	// granted receives every lease granted, in order.
+	// granted receives every lease granted, in order, by any replica.
 	granted chan *recordedLease
-	// adopted receives every lease a resuming session took over.
-	adopted chan *recordedLease
+	// a is the replica e.config's sessions run on.
+	a *replica
 }
 
 func newEnv(t *testing.T) *env {
@@ -43,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	st := store.New(emb.Client(), logger, store.Options{})
-	e := &env{ctx: ctx, st: st, state: announce.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100), adopted: make(chan *recordedLease, 100)}
+	e := &env{ctx: ctx, st: st, cli: emb.Client(), state: announce.NewState(), nodes: make(chan ipam.Event, 1000), granted: make(chan *recordedLease, 100)}
 	hub := announce.NewHub(e.state, st, logger)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -59,7 +64,43 @@ func newEnv(t *testing.T) *env {
 	})
 	t.Cleanup(func() { stop(); wg.Wait(); emb.Close() })
 	e.hub = hub
+	e.a = e.replica(t)
 	return e
+}
+
+// replica is a test replica: its lease, kept alive until stop (or the
+// test's end); stop leaves it to expire, as a replica that stops or dies.
+type replica struct {
+	lease *subscription.ReplicaLease
+	stop  func()
+
+	mu   sync.Mutex
+	held *recordedLease // the last lease it was granted
+}
+
+// replica starts a test replica on e's store.
+func (e *env) replica(t *testing.T) *replica {
+	t.Helper()
+	r := &replica{}
+	r.lease = subscription.NewReplicaLease(granter{e: e, r: r}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.lease.Run(ctx) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(r.stop)
+	return r
+}
+
+// last returns the lease the replica was last granted.
+func (r *replica) last(t *testing.T) *recordedLease {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		t.Fatal("the replica was granted no lease")
+	}
+	return r.held
 }
 
 // addPeer gives tenant t a BGP peer, which every node of it peers with.
@@ -68,22 +109,34 @@ func (e *env) addPeer(t, id string, rev int64) {
 	e.state.Apply([]ipam.Event{{Ref: ipam.Ref{Kind: ipam.KindBGPPeer, ID: t + "/" + id}, Value: peer, Rev: rev}}, rev)
 }
 
+// config is the sessions' config on replica e.a.
 func (e *env) config(heartbeat time.Duration, stopping <-chan struct{}) subscription.Config {
+	return e.configOn(e.a, heartbeat, stopping)
+}
+
+// configOn is the sessions' config on replica r.
+func (e *env) configOn(r *replica, heartbeat time.Duration, stopping <-chan struct{}) subscription.Config {
 	return subscription.Config{
-		Leaser: leaser{e}, Feed: hubFeed{e.hub}, Heartbeat: heartbeat, Stopping: stopping,
+		Leases: r.lease, Feed: hubFeed{e.hub}, Heartbeat: heartbeat, Stopping: stopping,
 		Logger: slog.New(slog.DiscardHandler),
 	}
 }
 
-// lease returns the next lease granted.
-func (e *env) lease(t *testing.T) *recordedLease {
+// noGrant fails if a lease was granted and not yet taken from e.granted.
+func (e *env) noGrant(t *testing.T) {
 	t.Helper()
 	select {
 	case l := <-e.granted:
-		return l
-	case <-time.After(wait):
-		t.Fatalf("no lease granted within %s", wait)
-		return nil
+		t.Errorf("a lease was granted: %x", l.id())
+	default:
+	}
+}
+
+// revoke revokes lease l in etcd, behind its holder's back.
+func (e *env) revoke(t *testing.T, l *recordedLease) {
+	t.Helper()
+	if _, err := e.cli.Etcd().Revoke(e.ctx, clientv3.LeaseID(l.id())); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -117,39 +170,36 @@ func (f hubFeed) Subscribe(tenant, node string, holds func(*ipam.NodePlan) bool)
 	return s, func() { f.hub.Detach(s) }
 }
 
-// leaser grants real etcd leases, recorded.
-type leaser struct{ e *env }
-
-func (l leaser) GrantLease(ctx context.Context, ttl time.Duration) (subscription.Lease, error) {
-	sl, err := l.e.st.GrantLease(ctx, ttl)
-	if err != nil {
-		return nil, err
-	}
-	rl := &recordedLease{Lease: sl}
-	l.e.granted <- rl
-	return rl, nil
+// granter grants real etcd leases for replica r, recorded.
+type granter struct {
+	e *env
+	r *replica
 }
 
-func (l leaser) AdoptLease(ctx context.Context, r ipam.Ref, value any) (subscription.Lease, error) {
-	sl, err := l.e.st.AdoptLease(ctx, r, value)
+func (g granter) GrantLease(ctx context.Context, ttl time.Duration) (subscription.KeptLease, error) {
+	sl, err := g.e.st.GrantLease(ctx, ttl)
 	if err != nil {
 		return nil, err
 	}
-	rl := &recordedLease{Lease: sl}
-	l.e.adopted <- rl
+	rl := &recordedLease{l: sl}
+	g.r.mu.Lock()
+	g.r.held = rl
+	g.r.mu.Unlock()
+	g.e.granted <- rl
 	return rl, nil
 }
 
 // id returns the etcd ID of a recorded lease.
-func (l *recordedLease) id() int64 { return l.Lease.(*store.Lease).ID() }
+func (l *recordedLease) id() int64 { return l.l.ID() }
 
 // errInjected is a report write made to fail.
 var errInjected = errors.New("injected: etcd out of reach")
 
 // recordedLease is a real lease that records the grace it is kept alive
-// with and when each write started, and can be made to fail writes.
+// with and when each write of a registration tied to it started, and can
+// be made to fail those writes.
 type recordedLease struct {
-	subscription.Lease
+	l *store.Lease
 
 	mu       sync.Mutex
 	grace    time.Duration
@@ -161,10 +211,23 @@ func (l *recordedLease) KeepAlive(ctx context.Context, grace time.Duration) erro
 	l.mu.Lock()
 	l.grace = grace
 	l.mu.Unlock()
-	return l.Lease.KeepAlive(ctx, grace)
+	return l.l.KeepAlive(ctx, grace)
 }
 
-func (l *recordedLease) Put(ctx context.Context, r ipam.Ref, value any) (int64, error) {
+func (l *recordedLease) AliveUntil() time.Time { return l.l.AliveUntil() }
+
+func (l *recordedLease) Tie(r ipam.Ref) subscription.Registration {
+	return &recordedTie{Tie: l.l.Tie(r), l: l}
+}
+
+// recordedTie is a registration whose writes its lease records.
+type recordedTie struct {
+	*store.Tie
+	l *recordedLease
+}
+
+func (t *recordedTie) Put(ctx context.Context, value any) (int64, error) {
+	l := t.l
 	l.mu.Lock()
 	l.puts = append(l.puts, time.Now())
 	fail := l.failPuts > 0
@@ -175,7 +238,7 @@ func (l *recordedLease) Put(ctx context.Context, r ipam.Ref, value any) (int64, 
 	if fail {
 		return 0, errInjected
 	}
-	return l.Lease.Put(ctx, r, value)
+	return t.Tie.Put(ctx, value)
 }
 
 func (l *recordedLease) record() (time.Duration, []time.Time) {

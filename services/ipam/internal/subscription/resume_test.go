@@ -39,20 +39,6 @@ func resume(t *testing.T, e *env, cfg subscription.Config, token string) (*fakeS
 	return f, done
 }
 
-// nextLease returns the next lease granted or adopted, and which.
-func (e *env) nextLease(t *testing.T) (l *recordedLease, adopted bool) {
-	t.Helper()
-	select {
-	case l := <-e.granted:
-		return l, false
-	case l := <-e.adopted:
-		return l, true
-	case <-time.After(wait):
-		t.Fatalf("no lease granted or adopted within %s", wait)
-		return nil, false
-	}
-}
-
 // noDeletion fails if the node's registration is deleted within d.
 func (e *env) noDeletion(t *testing.T, d time.Duration) {
 	t.Helper()
@@ -71,30 +57,34 @@ func (e *env) noDeletion(t *testing.T, d time.Duration) {
 
 // A node whose replica stops resumes on another with the token of the
 // plan it holds: it is sent an empty change (you are current), not a
-// snapshot; its registration stays under the same lease, now kept alive
-// by the new session (no lease granted), past the lease's TTL; and the
-// new session grants L2 rights for the plan the node holds.
-func TestResumeSendsNoSnapshotAndKeepsLease(t *testing.T) {
+// snapshot; its registration is rewritten under the new replica's lease
+// with no lease granted (the replica holds one already), and stays past
+// the old replica's lease's expiry; and the new session grants L2 rights
+// for the plan the node holds.
+func TestResumeSendsNoSnapshotAndKeepsRegistration(t *testing.T) {
 	e := newEnv(t)
 	e.addPeer("t1", "r1", 1)
+	b := e.replica(t)
+	if _, err := b.lease.Acquire(e.ctx); err != nil { // replica B serves others already
+		t.Fatal(err)
+	}
+	lb := e.nextGrant(t)
 	stopping := make(chan struct{})
 	f1, done1, l1, token := firstSession(t, e, e.config(time.Second, stopping))
-	close(stopping) // replica A stops: its farewell, then the lease is left
+	if l1.id() == lb.id() {
+		t.Fatalf("replicas A and B hold the same lease %x", l1.id())
+	}
+	_ = e.nextGrant(t) // A's
+	close(stopping)    // replica A stops: its farewell, then its lease is left
 	if err := ended(t, done1); !errors.Is(err, subscription.ErrStopping) {
 		t.Fatalf("first session ended with %v, want ErrStopping", err)
 	}
+	e.a.stop()
 	f1.close()
 
-	f2, done2 := resume(t, e, e.config(time.Second, nil), token)
+	f2, done2 := resume(t, e, e.configOn(b, time.Second, nil), token)
 	stop := beat(f2, 100*time.Millisecond)
 	defer stop()
-	l2, adopted := e.nextLease(t)
-	if !adopted {
-		t.Fatalf("resuming session was granted a new lease, want the node's lease adopted")
-	}
-	if l2.id() != l1.id() {
-		t.Errorf("resuming session holds lease %x, want the node's lease %x", l2.id(), l1.id())
-	}
 	u := f2.nextUpdate(t)
 	if u.Snapshot != nil || u.Change == nil || !u.Change.Empty() {
 		t.Fatalf("first plan message of the resumed session: %+v, want an empty change", u)
@@ -105,13 +95,9 @@ func TestResumeSendsNoSnapshotAndKeepsLease(t *testing.T) {
 	if a := f2.ack(t, 1); a.ValidFor <= 0 {
 		t.Errorf("resumed session's first right: %v, want one", a.ValidFor)
 	}
-	// Past the lease's TTL: the registration is still there.
-	e.noDeletion(t, subscription.NodeLeaseTTL+subscription.NodeLeaseTTL/2)
-	select {
-	case l := <-e.granted:
-		t.Errorf("a lease was granted: %x", l.id())
-	default:
-	}
+	// Past A's lease's TTL: the registration is still there.
+	e.noDeletion(t, subscription.LeaseTTL+subscription.LeaseTTL/2)
+	e.noGrant(t)
 	if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); err != nil {
 		t.Errorf("registration after the lease's TTL: %v", err)
 	}
@@ -128,52 +114,76 @@ func TestResumeSendsNoSnapshotAndKeepsLease(t *testing.T) {
 	}
 }
 
-// A node that resumes while its old session still runs (the announcer's
-// connection to the old replica broke and that replica has not noticed
-// yet) keeps its registration when the old session then ends: the old
-// session does not revoke a lease the new one took over.
-func TestOldSessionLeavesAdoptedLease(t *testing.T) {
-	e := newEnv(t)
-	e.addPeer("t1", "r1", 1)
-	f1, done1, l1, token := firstSession(t, e, e.config(time.Second, nil))
-	stop1 := beat(f1, 100*time.Millisecond)
-	f2, done2 := resume(t, e, e.config(time.Second, nil), token)
-	stop2 := beat(f2, 100*time.Millisecond)
-	defer stop2()
-	if l2, adopted := e.nextLease(t); !adopted || l2.id() != l1.id() {
-		t.Fatalf("resuming session's lease %x (adopted %v), want the node's %x adopted", l2.id(), adopted, l1.id())
-	}
-	if u := f2.nextUpdate(t); u.Snapshot != nil {
-		t.Fatalf("resumed session sent a snapshot")
-	}
-	stop1()
-	f1.close() // the old session ends as if its connection broke
-	if err := ended(t, done1); err != nil {
-		t.Errorf("old session ended with %v", err)
-	}
-	e.noDeletion(t, subscription.NodeLeaseTTL+subscription.NodeLeaseTTL/2)
-	f2.ack(t, 1) // still running, its lease alive
-	select {
-	case err := <-done2:
-		t.Fatalf("resumed session ended: %v", err)
-	default:
-	}
-	stop2()
-	f2.close()
-	if err := ended(t, done2); err != nil {
-		t.Error(err)
-	}
-	// The node ending its stream still revokes at once.
-	if ev := e.nextNode(t); !ev.Deleted {
-		t.Errorf("after the resumed session ended: %+v, want the registration deleted", ev)
+// A node that resumes on replica B while its old session on replica A
+// still runs (the announcer's connection to A broke and A has not noticed
+// yet, or A is cut off and late): the old session can neither write the
+// registration B wrote (its next report write fails, and it ends with
+// ErrTakenOver) nor delete it when it ends; the registration stays past
+// the TTL under B's lease.
+func TestOldSessionCannotTouchTakenRegistration(t *testing.T) {
+	for _, how := range []string{"its stream ends", "it writes a report"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			e.addPeer("t1", "r1", 1)
+			b := e.replica(t)
+			f1, done1, _, token := firstSession(t, e, e.config(time.Second, nil))
+			stop1 := beat(f1, 100*time.Millisecond)
+			defer stop1()
+			f2, done2 := resume(t, e, e.configOn(b, time.Second, nil), token)
+			stop2 := beat(f2, 100*time.Millisecond)
+			defer stop2()
+			if u := f2.nextUpdate(t); u.Snapshot != nil {
+				t.Fatalf("resumed session sent a snapshot")
+			}
+			if ev := e.nextNode(t); ev.Deleted { // rewritten by B's session
+				t.Fatalf("registration deleted: %+v", ev)
+			}
+			switch how {
+			case "its stream ends":
+				stop1()
+				f1.close() // the old session ends as if its connection broke
+				if err := ended(t, done1); err != nil {
+					t.Errorf("old session ended with %v", err)
+				}
+			case "it writes a report":
+				f1.send(t, subscription.Message{Interfaces: &subscription.Interfaces{List: []ipam.Interface{{Name: "eth9", Up: true}}}})
+				if err := ended(t, done1); !errors.Is(err, subscription.ErrTakenOver) {
+					t.Errorf("old session ended with %v, want ErrTakenOver", err)
+				}
+				stop1()
+				f1.close()
+			}
+			e.noNodeWrite(t, subscription.LeaseTTL+subscription.LeaseTTL/2)
+			ev, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"})
+			if err != nil {
+				t.Fatalf("registration after the old session ended: %v", err)
+			}
+			if itfs := ev.Value.(*ipam.Node).Interfaces; len(itfs) != 1 || itfs[0].Name != "eth0" {
+				t.Errorf("registration's interfaces %+v, want the new session's (eth0)", itfs)
+			}
+			f2.ack(t, 1) // still running
+			select {
+			case err := <-done2:
+				t.Fatalf("resumed session ended: %v", err)
+			default:
+			}
+			stop2()
+			f2.close()
+			if err := ended(t, done2); err != nil {
+				t.Error(err)
+			}
+			// The node ending its stream still deletes at once.
+			if ev := e.nextNode(t); !ev.Deleted {
+				t.Errorf("after the resumed session ended: %+v, want the registration deleted", ev)
+			}
+		})
 	}
 }
 
 // A token that does not match the node's plan (stale: the plan changed
 // meanwhile; forged; malformed) gets the node a snapshot, never an error.
-// A token never brings the node another node's lease: only the node's own
-// registration's lease is adopted, and a node without one is granted a
-// new lease.
+// A token never brings the node another node's registration (see
+// TestResumeWithAnotherNodesToken).
 func TestResumeWithBadToken(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -219,15 +229,15 @@ func TestResumeWithBadToken(t *testing.T) {
 	}
 }
 
-// Another node's token brings a node no lease but its own.
-func TestResumeNeverAdoptsAnotherNodesLease(t *testing.T) {
+// Another node's token brings a node nothing of that node's: its session
+// writes only its own registration, and the other node's session goes on.
+func TestResumeWithAnotherNodesToken(t *testing.T) {
 	e := newEnv(t)
 	e.addPeer("t1", "r1", 1)
-	other := subscription.Message{Hello: &ipam.Node{Tenant: "t1", Name: "node-b"}}
-	fb := newStream()
-	doneB := start(e.ctx, e.config(time.Second, nil), fb)
-	fb.send(t, other)
-	lb := e.lease(t)
+	fb, doneB := startNode(t, e, e.config(time.Second, nil), "node-b")
+	if ev := e.nextNode(t); ev.Ref.ID != "t1/node-b" {
+		t.Fatalf("first registration event: %+v", ev)
+	}
 	stopB := beat(fb, 100*time.Millisecond)
 	defer stopB()
 	ub := fb.nextUpdate(t)
@@ -235,11 +245,12 @@ func TestResumeNeverAdoptsAnotherNodesLease(t *testing.T) {
 	f, done := resume(t, e, e.config(time.Second, nil), ub.Token)
 	stop := beat(f, 100*time.Millisecond)
 	defer stop()
-	l, adopted := e.nextLease(t)
-	if adopted || l.id() == lb.id() {
-		t.Errorf("node-a with node-b's token got lease %x (adopted %v); node-b's is %x: want a new one", l.id(), adopted, lb.id())
-	}
 	f.nextUpdate(t)
+	if ev := e.nextNode(t); ev.Deleted || ev.Ref.ID != "t1/node-a" {
+		t.Errorf("node-a's session wrote %+v, want only its own registration", ev)
+	}
+	e.noNodeWrite(t, 500*time.Millisecond)
+	fb.ack(t, 1) // node-b's session goes on
 	stop()
 	f.close()
 	_ = ended(t, done)

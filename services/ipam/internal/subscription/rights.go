@@ -7,11 +7,11 @@ import (
 )
 
 // rightsMargin is kept between a grant's end and the earliest moment the
-// node's lease may expire, for the time other replicas take to notice
+// replica's lease (which the node's registration is tied to) may expire, for the time other replicas take to notice
 // nothing (they can only be later) and for clock-rate differences.
 const rightsMargin = 100 * time.Millisecond
 
-// aliveUntil is what rights need of the node's lease.
+// aliveUntil is what rights need of the replica's lease.
 type aliveUntil interface {
 	AliveUntil() time.Time
 }
@@ -23,13 +23,14 @@ type aliveUntil interface {
 //
 //   - length is shorter than the heartbeat watchdog, so a node that goes
 //     silent has lost its right before this replica ends the session for it;
-//   - no grant outlives the node's lease (AliveUntil), so a replica cut off
+//   - no grant outlives the replica's lease (AliveUntil), which the node's
+//     registration is tied to, so a replica cut off
 //     from etcd stops granting before the lease can expire and other
 //     replicas move the node's addresses.
 //
 // When the session ends for any other reason on this side (a failed lease
 // keep-alive or registration write), the replica waits for the last grant
-// to end before it revokes the lease.
+// to end before it deletes the registration.
 type rights struct {
 	length time.Duration
 	lease  aliveUntil
@@ -50,7 +51,7 @@ func (r *rights) grant(now time.Time) time.Duration {
 }
 
 // farewell returns the length of a last right, granted by a replica that
-// is stopping and leaves the node's lease to expire: as long as the lease is
+// is stopping and leaves its lease to expire: as long as the lease is
 // known to live, less the margin.
 func (r *rights) farewell(now time.Time) time.Duration {
 	return r.record(now, r.lease.AliveUntil().Sub(now)-rightsMargin)

@@ -33,7 +33,7 @@ func TestRightsGrant(t *testing.T) {
 }
 
 // TestRightsWait: a session ended by the replica waits for the last grant
-// to run out before the node's lease is revoked.
+// to run out before the node's registration is deleted.
 func TestRightsWait(t *testing.T) {
 	r := newRights(300*time.Millisecond, leaseLife(time.Now().Add(time.Hour)))
 	granted := time.Now()

@@ -16,16 +16,6 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
 )
 
-// NodeLeaseTTL bounds how long a node stays registered after its replica
-// dies without revoking (etcd counts whole seconds; 2 s is its practical
-// minimum). A live replica revokes at once when the session ends.
-const NodeLeaseTTL = 2 * time.Second
-
-// nodeLeaseGrace is how long past the node lease's known life a session
-// goes on trying to keep it alive before it gives up (see
-// store.Lease.KeepAlive): long enough for an etcd leader election.
-const nodeLeaseGrace = 2 * NodeLeaseTTL
-
 // ReportInterval is the shortest time between two writes of one node's
 // status and interface reports.
 const ReportInterval = 250 * time.Millisecond
@@ -46,36 +36,11 @@ var (
 	// guard: a hello for another node or tenant). Run returns it, wrapped
 	// as the stream gave it, so that the announcer hears why.
 	ErrRefused = errors.New("the announcer's message was refused")
+	// ErrTakenOver ends a session whose node's registration another
+	// session wrote since (the node reconnected, here or to another
+	// replica, before this one noticed it had gone).
+	ErrTakenOver = errors.New("the node's registration was taken over by its next session")
 )
-
-// Lease ties a node's registration to its session.
-type Lease interface {
-	// KeepAlive keeps the lease alive until ctx is done, going on for up
-	// to grace past its known life while etcd does not answer.
-	KeepAlive(ctx context.Context, grace time.Duration) error
-	// AliveUntil is a time before which the lease cannot have expired
-	// unless revoked.
-	AliveUntil() time.Time
-	// Revoke ends the lease and the registration tied to it, unless the
-	// node's next session took the registration over since this one last
-	// wrote it: then it returns an error wrapping ipam.ErrConflict and
-	// leaves both alone.
-	Revoke(ctx context.Context) error
-	// Put writes a value under the lease: the node's registration and
-	// its reports.
-	Put(ctx context.Context, r ipam.Ref, value any) (int64, error)
-}
-
-// Leaser grants node leases, or hands a resuming session the lease its
-// node's registration is tied to.
-type Leaser interface {
-	GrantLease(ctx context.Context, ttl time.Duration) (Lease, error)
-	// AdoptLease takes over the lease registration r is tied to, writing
-	// value under it, if r was not written since it was read; it returns an
-	// error wrapping ipam.ErrNotFound when there is no such lease to take
-	// over (see store.AdoptLease).
-	AdoptLease(ctx context.Context, r ipam.Ref, value any) (Lease, error)
-}
 
 // Plans yields one node's plan as it changes.
 type Plans interface {
@@ -164,13 +129,15 @@ type Stream interface {
 
 // Config is what sessions share.
 type Config struct {
-	Leaser Leaser
+	// Leases hands the session the replica's lease (see ReplicaLease).
+	Leases Leases
 	Feed   Feed
 	// Heartbeat is how often announcers must send heartbeats, and how
 	// often they are sent one; three missed end the session.
 	Heartbeat time.Duration
 	// Stopping is closed when the replica stops: sessions end with
-	// ErrStopping and leave their leases to expire.
+	// ErrStopping and leave their registrations to expire with the
+	// replica's lease.
 	Stopping <-chan struct{}
 	Logger   *slog.Logger
 }
@@ -216,13 +183,13 @@ func (s *Session) Run(ctx context.Context) error {
 	h := first.Hello
 	s.node = &ipam.Node{Tenant: h.Tenant, Name: h.Name, Labels: h.Labels, Interfaces: h.Interfaces, Live: true, ConnectTime: time.Now()}
 	held, resuming := parseToken(first.ResumeToken)
-	lease, err := s.register(ctx, resuming)
+	lease, reg, err := s.register(ctx)
 	if err != nil {
 		return err
 	}
 	granted := newRights(2*s.cfg.Heartbeat, lease)
 	var ended error // why the session ended, once it has
-	defer func() { s.release(ctx, lease, granted, ended) }()
+	defer func() { s.release(ctx, lease, reg, granted, ended) }()
 	var holds func(*ipam.NodePlan) bool
 	if resuming {
 		holds = func(p *ipam.NodePlan) bool { return digestOf(p) == held }
@@ -237,17 +204,18 @@ func (s *Session) Run(ctx context.Context) error {
 	acks := make(chan uint64, 1) // the newest heartbeat to acknowledge
 	var lastSeq atomic.Uint64    // the newest numbered heartbeat received
 	g.Go(func() error {
-		// Through an etcd election the lease is kept, not given up: the
-		// node's rights stop at what is known of the lease's life (see
-		// rights), and resume with the same registration once etcd
-		// answers, so no address moves. Ending the session instead would
-		// revoke the registration and move the node's addresses.
-		if err := lease.KeepAlive(gctx, nodeLeaseGrace); err != nil {
-			return fmt.Errorf("node lease: %w", err)
+		// Through an etcd election the replica's lease is kept, not given
+		// up (see ReplicaLease): the node's rights stop at what is known
+		// of the lease's life (see rights), and resume with the same
+		// registration once etcd answers, so no address moves.
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-lease.Done():
+			return lease.Err()
 		}
-		return nil
 	})
-	g.Go(func() error { return s.writeReports(gctx, lease, dirty) })
+	g.Go(func() error { return s.writeReports(gctx, reg, dirty) })
 	g.Go(func() error { return s.farewell(gctx, granted, &lastSeq) })
 	g.Go(func() error { return s.watchdog(gctx, beats) })
 	g.Go(func() error { return s.receive(beats, dirty, acks, &lastSeq) })
@@ -264,53 +232,57 @@ func (s *Session) Run(ctx context.Context) error {
 	return ended
 }
 
-// register writes the node's registration under a lease: for a node that
-// resumes, the lease its registration is tied to already (a session on
-// another replica kept it alive until it died or stopped), so that a
-// replica's death costs etcd no lease grants; else, or when there is none
-// to take over, a new one. The lease found is the one of this node's own
-// registration, whatever the token says: a token names a plan, never a
-// lease.
-func (s *Session) register(ctx context.Context, resuming bool) (Lease, error) {
-	if resuming {
-		s.nodeMu.Lock()
-		lease, err := s.cfg.Leaser.AdoptLease(ctx, s.nodeRef(), s.node)
-		s.nodeMu.Unlock()
-		if err == nil {
-			return lease, nil
-		}
-		if !errors.Is(err, ipam.ErrNotFound) {
-			return nil, err
-		}
-		s.cfg.Logger.DebugContext(ctx, "no node lease to resume: granting one", "tenant", s.node.Tenant, "node", s.node.Name, "reason", err)
-	}
-	lease, err := s.cfg.Leaser.GrantLease(ctx, NodeLeaseTTL)
+// register writes the node's registration tied to the replica's lease,
+// taking it over from whichever session wrote it before (the node's
+// session on a replica that died or stopped, whose lease has not expired
+// yet, or one that has not noticed yet that the node left): a resume costs
+// etcd one write and no lease grant. The registration is the node's own,
+// whatever the resume token says: a token names a plan, never a
+// registration.
+func (s *Session) register(ctx context.Context) (Lease, Registration, error) {
+	lease, err := s.cfg.Leases.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.publish(ctx, lease); err != nil {
-		s.release(ctx, lease, newRights(0, lease), err)
-		return nil, err
+	reg := lease.Tie(s.nodeRef())
+	s.nodeMu.Lock()
+	_, err = reg.Take(ctx, s.node)
+	s.nodeMu.Unlock()
+	if err != nil {
+		return nil, nil, err
 	}
-	return lease, nil
+	return lease, reg, nil
 }
 
 func (s *Session) nodeRef() ipam.Ref {
 	return ipam.Ref{Kind: ipam.KindNode, ID: s.node.Tenant + "/" + s.node.Name}
 }
 
-// release ends the node's registration: the lease is revoked, after the
-// last L2 right granted has run out unless the node ended the session
-// itself, or left to expire when the replica is stopping.
-func (s *Session) release(ctx context.Context, lease Lease, granted *rights, ended error) {
+// releaseTry bounds each attempt to delete the registration.
+const releaseTry = 2 * time.Second
+
+// release ends the node's registration: it is deleted, after the last L2
+// right granted has run out unless the node ended the session itself, or
+// left to expire with the replica's lease when the replica is stopping.
+// The deletion is retried while etcd does not answer: the replica's lease
+// outlives the session, so a registration left behind would stay. It
+// stops when the lease is lost (the registration goes with it), when the
+// replica stops, or when the node's next session took the registration
+// over.
+func (s *Session) release(ctx context.Context, lease Lease, reg Registration, granted *rights, ended error) {
 	select {
 	case <-s.cfg.Stopping:
-		s.cfg.Logger.InfoContext(ctx, "replica stopping: node lease left to expire unless the announcer reconnects", "node", s.node.Name, "ttl", NodeLeaseTTL)
+		s.cfg.Logger.InfoContext(ctx, "replica stopping: registration left to expire with the replica's lease unless the announcer reconnects", "node", s.node.Name, "ttl", LeaseTTL)
 		return
+	case <-lease.Done():
+		// The replica stopped keeping its lease alive without a graceful
+		// stop first (its storage gave up): as a stopping replica does.
+		if errors.Is(lease.Err(), ErrStopping) {
+			s.cfg.Logger.InfoContext(ctx, "replica lease no longer kept alive: registration left to expire with it unless the announcer reconnects", "node", s.node.Name, "ttl", LeaseTTL)
+			return
+		}
 	default:
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
 	// ctx ends when the announcer cancels its call or its connection
 	// closes (a killed process's kernel closes it): the node ended the
 	// session.
@@ -318,21 +290,40 @@ func (s *Session) release(ctx context.Context, lease Lease, granted *rights, end
 		// The node may still be answering on the rights it was granted:
 		// its addresses move only once they have ended. A node that closed
 		// its own stream gave its rights up first.
-		granted.wait(rctx)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTry)
+		granted.wait(wctx)
+		cancel()
 	}
-	switch err := lease.Revoke(rctx); {
-	case errors.Is(err, ipam.ErrConflict):
-		s.cfg.Logger.InfoContext(ctx, "node lease taken over by the node's next session: left to it", "node", s.node.Name)
-	case err != nil:
-		s.cfg.Logger.WarnContext(ctx, "revoking node lease failed; it expires on its own", "node", s.node.Name, "error", err)
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTry)
+		err := reg.Delete(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ipam.ErrConflict):
+			s.cfg.Logger.InfoContext(ctx, "node registration taken over by the node's next session (or gone with the lease): left to it", "node", s.node.Name)
+			return
+		}
+		s.cfg.Logger.WarnContext(ctx, "deleting the node's registration failed; retrying", "node", s.node.Name, "error", err)
+		select {
+		case <-lease.Done():
+			return
+		case <-s.cfg.Stopping:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
-// publish writes the node's registration, with its latest reports.
-func (s *Session) publish(ctx context.Context, lease Lease) error {
+// publish writes the node's registration, with its latest reports, if it
+// is still as this session last wrote it.
+func (s *Session) publish(ctx context.Context, reg Registration) error {
 	s.nodeMu.Lock()
 	defer s.nodeMu.Unlock()
-	_, err := lease.Put(ctx, s.nodeRef(), s.node)
+	_, err := reg.Put(ctx, s.node)
 	return err
 }
 
@@ -347,7 +338,7 @@ func markDirty(dirty chan<- struct{}) {
 // writeReports writes status and interface reports when they change, and
 // at most once per ReportInterval: a node cannot make the IPAM write to
 // etcd faster than that. A failed write is retried, not session-ending.
-func (s *Session) writeReports(ctx context.Context, lease Lease, dirty chan struct{}) error {
+func (s *Session) writeReports(ctx context.Context, reg Registration, dirty chan struct{}) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -356,13 +347,18 @@ func (s *Session) writeReports(ctx context.Context, lease Lease, dirty chan stru
 			return nil
 		case <-dirty:
 		}
-		if err := s.publish(ctx, lease); err != nil {
-			// etcd is out of reach (an election, most often): the report
-			// is written once it answers again. A lost lease ends the
-			// session through KeepAlive, not here.
+		if err := s.publish(ctx, reg); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if errors.Is(err, ipam.ErrConflict) {
+				// The node's next session wrote the registration (or it
+				// went with a lost lease, which ends the session too).
+				return fmt.Errorf("%w: %w", ErrTakenOver, err)
+			}
+			// etcd is out of reach (an election, most often): the report
+			// is written once it answers again. A lost lease ends the
+			// session through ReplicaLease, not here.
 			s.cfg.Logger.WarnContext(ctx, "writing the node's report failed; retrying", "tenant", s.node.Tenant, "node", s.node.Name, "error", err)
 			markDirty(dirty)
 		}
@@ -375,10 +371,10 @@ func (s *Session) writeReports(ctx context.Context, lease Lease, dirty chan stru
 	}
 }
 
-// farewell ends the session when the replica stops. The lease is left to
-// expire: nobody moves the node's addresses before it does, so the node
-// may answer until then, through a restart of this replica that is over
-// before it.
+// farewell ends the session when the replica stops. The registration is
+// left to expire with the replica's lease: nobody moves the node's
+// addresses before it does, so the node may answer until then, through a
+// restart of this replica that is over before it.
 func (s *Session) farewell(ctx context.Context, granted *rights, lastSeq *atomic.Uint64) error {
 	select {
 	case <-ctx.Done():

@@ -71,11 +71,10 @@ func subscribe(t *testing.T, e *env, cfg subscription.Config) (*fakeStream, <-ch
 	f := newStream()
 	done := start(e.ctx, cfg, f)
 	f.send(t, hello)
-	l := e.lease(t)
 	if ev := e.nextNode(t); ev.Deleted || ev.Ref.ID != "t1/node-a" {
 		t.Fatalf("first registration event: %+v", ev)
 	}
-	return f, done, l
+	return f, done, e.a.last(t)
 }
 
 // Until the announcer's hello is valid, nothing is registered: the session
@@ -124,11 +123,7 @@ func TestHello(t *testing.T) {
 			if diff := cmp.Diff(tt.wantField, got); diff != "" {
 				t.Errorf("fields of the error (-want +got):\n%s", diff)
 			}
-			select {
-			case l := <-e.granted:
-				t.Errorf("a lease was granted: %+v", l)
-			default:
-			}
+			e.noGrant(t)
 			if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); !errors.Is(err, ipam.ErrNotFound) {
 				t.Errorf("registration after the session: %v, want not found", err)
 			}
@@ -136,9 +131,10 @@ func TestHello(t *testing.T) {
 	}
 }
 
-// A valid hello registers the node under its lease, kept alive with a
-// grace of two TTLs past its known life; the node's closing its stream
-// ends the session without an error and revokes the registration at once.
+// A valid hello registers the node under the replica's lease, kept alive
+// with a grace of two TTLs past its known life; the node's closing its
+// stream ends the session without an error and deletes the registration
+// at once.
 func TestRegistrationAndNodeEnding(t *testing.T) {
 	e := newEnv(t)
 	f, done, l := subscribe(t, e, e.config(time.Second, nil))
@@ -151,8 +147,12 @@ func TestRegistrationAndNodeEnding(t *testing.T) {
 		t.Errorf("registration (-want +got):\n%s", diff)
 	}
 	f.ack(t, 1) // the session runs all its parts
-	if grace, _ := l.record(); grace != 2*subscription.NodeLeaseTTL {
-		t.Errorf("lease kept alive with a grace of %v, want 2 TTLs (%v)", grace, 2*subscription.NodeLeaseTTL)
+	deadline := time.Now().Add(wait)
+	for grace, _ := l.record(); grace != 2*subscription.LeaseTTL; grace, _ = l.record() {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease kept alive with a grace of %v, want 2 TTLs (%v)", grace, 2*subscription.LeaseTTL)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	start := time.Now()
 	f.close()
@@ -162,9 +162,9 @@ func TestRegistrationAndNodeEnding(t *testing.T) {
 	if ev := e.nextNode(t); !ev.Deleted {
 		t.Fatalf("after the node ended its stream: %+v, want the registration deleted", ev)
 	}
-	// Revoked, not left to expire (the lease's TTL) nor held for the
+	// Deleted, not left to expire (the lease's TTL) nor held for the
 	// node's rights: a node that closed its own stream gave them up.
-	if d := time.Since(start); d >= subscription.NodeLeaseTTL {
+	if d := time.Since(start); d >= subscription.LeaseTTL {
 		t.Errorf("registration deleted %v after the stream closed, want at once", d)
 	}
 }
@@ -172,7 +172,8 @@ func TestRegistrationAndNodeEnding(t *testing.T) {
 // Numbered heartbeats are acknowledged with an L2 right no longer than two
 // heartbeat intervals (nor the lease's known life); plain heartbeats are
 // sent every interval; three intervals without a message end the session
-// with ErrNoHeartbeat, and the lease is revoked once the rights ran out.
+// with ErrNoHeartbeat, and the registration is deleted once the rights ran
+// out.
 func TestHeartbeats(t *testing.T) {
 	e := newEnv(t)
 	const hb = 300 * time.Millisecond
@@ -199,7 +200,7 @@ func TestHeartbeats(t *testing.T) {
 		t.Errorf("session ended %v after the last message, want no sooner than 3 heartbeats (%v)", d, 3*hb)
 	}
 	if ev := e.nextNode(t); !ev.Deleted {
-		t.Fatalf("after the watchdog: %+v, want the registration revoked", ev)
+		t.Fatalf("after the watchdog: %+v, want the registration deleted", ev)
 	}
 	f.close()
 }
@@ -314,8 +315,8 @@ func TestReports(t *testing.T) {
 	}
 }
 
-// An invalid report ends the session with its field errors; the lease is
-// revoked.
+// An invalid report ends the session with its field errors; the
+// registration is deleted.
 func TestInvalidReportEnds(t *testing.T) {
 	e := newEnv(t)
 	f, done, _ := subscribe(t, e, e.config(time.Second, nil))
@@ -326,33 +327,116 @@ func TestInvalidReportEnds(t *testing.T) {
 		t.Errorf("session ended with %v, want the field errors", err)
 	}
 	if ev := e.nextNode(t); !ev.Deleted {
-		t.Fatalf("after an invalid report: %+v, want the registration revoked", ev)
+		t.Fatalf("after an invalid report: %+v, want the registration deleted", ev)
 	}
 	f.close()
 }
 
-// A lost lease (revoked behind the session's back, or expired) ends the
-// session with an error.
-func TestLeaseLossEnds(t *testing.T) {
+// The replica's lease lost (revoked behind its back, as when it expires)
+// ends every session tied to it with ErrLeaseLost; the next session is
+// granted a new lease.
+func TestReplicaLeaseLossEndsEverySession(t *testing.T) {
 	e := newEnv(t)
-	f, done, l := subscribe(t, e, e.config(time.Second, nil))
-	stop := beat(f, 100*time.Millisecond)
-	defer stop()
-	if err := l.Revoke(e.ctx); err != nil {
-		t.Fatal(err)
+	fa, doneA, l := subscribe(t, e, e.config(time.Second, nil))
+	stopA := beat(fa, 100*time.Millisecond)
+	defer stopA()
+	fb, doneB := startNode(t, e, e.config(time.Second, nil), "node-b")
+	stopB := beat(fb, 100*time.Millisecond)
+	defer stopB()
+	// Both registered before the lease goes (a registration written as it
+	// goes fails as a write, not as a lost lease).
+	if ev := e.nextNode(t); ev.Deleted || ev.Ref.ID != "t1/node-b" {
+		t.Fatalf("node-b's registration event: %+v", ev)
 	}
-	err := ended(t, done)
-	if err == nil || errors.Is(err, subscription.ErrNoHeartbeat) || errors.Is(err, subscription.ErrStopping) {
-		t.Errorf("session ended with %v, want the lease's loss", err)
+	if first := e.nextGrant(t); first.id() != l.id() {
+		t.Fatalf("lease granted %x, want the replica's %x", first.id(), l.id())
 	}
-	stop()
+	e.noGrant(t) // node-b's session took the replica's lease: no grant
+	e.revoke(t, l)
+	for _, done := range []<-chan error{doneA, doneB} {
+		if err := ended(t, done); !errors.Is(err, subscription.ErrLeaseLost) {
+			t.Errorf("session ended with %v, want ErrLeaseLost", err)
+		}
+	}
+	stopA()
+	stopB()
+	fa.close()
+	fb.close()
+	// The next session is granted a new lease.
+	f, done := startNode(t, e, e.config(time.Second, nil), "node-c")
+	if next := e.nextGrant(t); next.id() == l.id() {
+		t.Errorf("lease after the loss %x, want a new one", next.id())
+	}
 	f.close()
+	_ = ended(t, done)
+}
+
+// Two nodes on one replica share its lease (one grant); when one node's
+// session ends only its registration goes, and the other's stays past the
+// lease's TTL.
+func TestTwoNodesShareTheReplicaLease(t *testing.T) {
+	e := newEnv(t)
+	fa, doneA, l := subscribe(t, e, e.config(time.Second, nil))
+	stopA := beat(fa, 100*time.Millisecond)
+	defer stopA()
+	fb, doneB := startNode(t, e, e.config(time.Second, nil), "node-b")
+	if ev := e.nextNode(t); ev.Deleted || ev.Ref.ID != "t1/node-b" {
+		t.Fatalf("node-b's registration event: %+v", ev)
+	}
+	_ = e.nextGrant(t) // node-a's
+	e.noGrant(t)       // and none for node-b
+	// Its plan sent before its stream closes (a send on a closed stream
+	// would end the session with that error, not as the node's end).
+	if u := fb.nextUpdate(t); u.Snapshot == nil {
+		t.Fatalf("node-b's first plan message: %+v, want a snapshot", u)
+	}
+	fb.close()
+	if err := ended(t, doneB); err != nil {
+		t.Errorf("node-b's session ended with %v", err)
+	}
+	if ev := e.nextNode(t); !ev.Deleted || ev.Ref.ID != "t1/node-b" {
+		t.Fatalf("after node-b ended: %+v, want node-b's registration deleted", ev)
+	}
+	e.noNodeWrite(t, subscription.LeaseTTL+subscription.LeaseTTL/2)
+	if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); err != nil {
+		t.Errorf("node-a's registration after node-b's session ended: %v", err)
+	}
+	fa.ack(t, 1) // still running, the lease alive
+	if got := e.a.last(t); got.id() != l.id() {
+		t.Errorf("replica's lease %x, want %x still", got.id(), l.id())
+	}
+	stopA()
+	fa.close()
+	if err := ended(t, doneA); err != nil {
+		t.Error(err)
+	}
+}
+
+// startNode starts a session of node name (tenant t1).
+func startNode(t *testing.T, e *env, cfg subscription.Config, name string) (*fakeStream, <-chan error) {
+	t.Helper()
+	f := newStream()
+	done := start(e.ctx, cfg, f)
+	f.send(t, subscription.Message{Hello: &ipam.Node{Tenant: "t1", Name: name}})
+	return f, done
+}
+
+// nextGrant returns the next lease granted.
+func (e *env) nextGrant(t *testing.T) *recordedLease {
+	t.Helper()
+	select {
+	case l := <-e.granted:
+		return l
+	case <-time.After(wait):
+		t.Fatalf("no lease granted within %s", wait)
+		return nil
+	}
 }
 
 // A stopping replica ends its sessions with ErrStopping, grants the node
 // a last right as long as its lease is known to live, and leaves the
-// lease to expire rather than revoking it, so that a reconnecting
-// announcer keeps its registration.
+// registration to expire with the lease rather than deleting it, so that
+// a reconnecting announcer keeps its registration.
 func TestStoppingLeavesLease(t *testing.T) {
 	e := newEnv(t)
 	stopping := make(chan struct{})
@@ -367,7 +451,7 @@ func TestStoppingLeavesLease(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatalf("no farewell acknowledgement within %s", wait)
 	}
-	if last.Sequence != 7 || last.ValidFor <= 0 || last.ValidFor > subscription.NodeLeaseTTL {
+	if last.Sequence != 7 || last.ValidFor <= 0 || last.ValidFor > subscription.LeaseTTL {
 		t.Errorf("farewell %+v, want heartbeat 7 granted up to the lease's life", last)
 	}
 	if err := ended(t, done); !errors.Is(err, subscription.ErrStopping) {
@@ -376,8 +460,34 @@ func TestStoppingLeavesLease(t *testing.T) {
 	if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); err != nil {
 		t.Errorf("registration right after the stop: %v, want it left to expire", err)
 	}
+	e.a.stop() // the replica's lease is no longer kept alive
 	if ev := e.nextNode(t); !ev.Deleted {
 		t.Fatalf("after the stop: %+v, want the registration to expire", ev)
+	}
+	stop()
+	f.close()
+}
+
+// A replica whose lease stops being kept alive without a graceful stop
+// first (its storage gave up, and StopStreams has not run yet) ends its
+// sessions with ErrStopping and, as a stopping replica, leaves their
+// registrations to expire with the lease rather than deleting them: an
+// announcer that reconnects elsewhere keeps its addresses.
+func TestLeaseStoppedLeavesRegistration(t *testing.T) {
+	e := newEnv(t)
+	f, done, _ := subscribe(t, e, e.config(time.Second, nil))
+	stop := beat(f, 100*time.Millisecond)
+	defer stop()
+	f.ack(t, 1)
+	e.a.stop() // the lease's keeper ends; the replica's streams do not
+	if err := ended(t, done); !errors.Is(err, subscription.ErrStopping) {
+		t.Errorf("session ended with %v, want ErrStopping", err)
+	}
+	if _, err := e.st.Get(e.ctx, ipam.Ref{Kind: ipam.KindNode, ID: "t1/node-a"}); err != nil {
+		t.Errorf("registration right after the lease stopped: %v, want it left to expire", err)
+	}
+	if ev := e.nextNode(t); !ev.Deleted {
+		t.Fatalf("after the lease stopped: %+v, want the registration to expire", ev)
 	}
 	stop()
 	f.close()
