@@ -239,10 +239,32 @@ func (a *Allocator) waitIndex(ctx context.Context, rev int64) bool {
 	if a.idx.Progress() >= rev {
 		return true
 	}
-	_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return a.idx.WaitProgress(wctx, rev)
+	return a.awaitProgress(wctx, rev)
+}
+
+// awaitProgress waits until the index has seen every change up to rev, or
+// ctx is done, and reports whether it caught up. When the last revisions
+// are outside the state the watch follows (an election, a lease's key, the
+// audit log), only a progress notification moves the watch to rev: it asks
+// etcd for one, and again at growing intervals, since etcd drops a
+// request that reaches it while the stream's watches are not yet in sync.
+func (a *Allocator) awaitProgress(ctx context.Context, rev int64) bool {
+	step := 20 * time.Millisecond
+	for {
+		_ = a.store.RequestProgress(ctx) // best effort: asked again below
+		sctx, cancel := context.WithTimeout(ctx, step)
+		caught := a.idx.WaitProgress(sctx, rev)
+		cancel()
+		if caught {
+			return true
+		}
+		if ctx.Err() != nil {
+			return a.idx.Progress() >= rev
+		}
+		step = min(2*step, 500*time.Millisecond)
+	}
 }
 
 // CreationRecords returns up to limit of the creation records that live

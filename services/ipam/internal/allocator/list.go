@@ -55,7 +55,6 @@ func (a *Allocator) caughtUpForListing(ctx context.Context) error {
 	if a.idx.Progress() >= rev {
 		return nil
 	}
-	_ = a.store.RequestProgress(ctx) // best effort: the wait below bounds it
 	var wctx context.Context
 	var cancel context.CancelFunc
 	if dl, ok := ctx.Deadline(); ok {
@@ -64,7 +63,7 @@ func (a *Allocator) caughtUpForListing(ctx context.Context) error {
 		wctx, cancel = context.WithTimeout(ctx, listWait)
 	}
 	defer cancel()
-	if a.idx.WaitProgress(wctx, rev) {
+	if a.awaitProgress(wctx, rev) {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
