@@ -114,11 +114,34 @@ func leaderLossWrite(n *node, tenant string) failover.Write {
 	}
 }
 
-// tLog is a slog handler's writer that logs to the test.
-type tLog struct{ t *testing.T }
+// tLog is a slog handler's writer that logs to the test until the test's
+// cleanups have run, and drops what comes after: an announcer session of a
+// replica stopped at cleanup may still be ending its last etcd call, and
+// testing panics on a log after the test.
+type tLog struct {
+	t    *testing.T
+	mu   *sync.Mutex
+	done *bool
+}
+
+// newTLog returns a tLog for t; call it before starting what logs to it,
+// so that its cleanup runs after theirs.
+func newTLog(t *testing.T) tLog {
+	w := tLog{t: t, mu: new(sync.Mutex), done: new(bool)}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		*w.done = true
+	})
+	return w
+}
 
 func (w tLog) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !*w.done {
+		w.t.Log(strings.TrimSpace(string(b)))
+	}
 	return len(b), nil
 }
 
@@ -139,7 +162,7 @@ func TestEtcdLeaderLossWriteGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	logger := slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(newTLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	const callTimeout = 30 * time.Second
 	n := startNodeWith(t, client, logger, replica.Options{EtcdCallTimeout: callTimeout})
 	const tenant = "leaderloss"
@@ -149,7 +172,7 @@ func TestEtcdLeaderLossWriteGap(t *testing.T) {
 	defer cancel()
 	gaps, err := failover.Measure(ctx, cluster, leaderLossWrite(n, tenant), failover.Config{
 		Kills: 4, Writers: 4, WriteTimeout: 2 * callTimeout, GapLimit: 2 * callTimeout,
-		Logger: slog.New(slog.NewTextHandler(tLog{t}, nil)),
+		Logger: slog.New(slog.NewTextHandler(newTLog(t), nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +201,7 @@ func TestEtcdLeaderLossKeepsAnnouncerSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	logger := slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(newTLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	n := startNodeWith(t, client, logger, replica.Options{})
 	mustPool(t, n, "lan", &ipamv1.Pool{Ranges: []string{"192.0.2.100-192.0.2.110"}})
 	ctx := ctxT(t)
