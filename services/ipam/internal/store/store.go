@@ -182,15 +182,15 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// RequestProgress asks etcd to tell this client's watches its current
-// revision even when nothing they watch changed, so a follower knows it is
-// caught up.
+// RequestProgress asks etcd to tell the state watch (WatchState) its
+// current revision even when nothing it watches changed, so a follower
+// knows it is caught up.
 func (s *Store) RequestProgress(ctx context.Context) error {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	// The watches run with WithRequireLeader: the request must use the
-	// same stream.
-	if err := s.client.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+	// The watches run with WithRequireLeader, the state watch on a stream
+	// of its own (stateStream): the request must name the same stream.
+	if err := s.client.RequestProgress(clientv3.WithRequireLeader(stateStream(ctx))); err != nil {
 		return fmt.Errorf("store: request watch progress: %w: %w", ipam.ErrUnavailable, err)
 	}
 	return nil

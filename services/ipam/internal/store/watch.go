@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -91,7 +92,20 @@ func (s *Store) LoadState(ctx context.Context) ([]ipam.Event, int64, error) {
 // known, if set, reports objects the caller already holds at that revision
 // (its own commits): they are passed on without their value, unparsed.
 func (s *Store) WatchState(ctx context.Context, after int64, known func(ipam.Ref, int64) bool, fn func(events []ipam.Event, rev int64)) error {
-	return s.watch(ctx, statePrefix, after, false, known, fn)
+	return s.watch(stateStream(ctx), statePrefix, after, false, known, fn)
+}
+
+// stateStream marks ctx so that the state watch has an etcd watch stream
+// of its own, which RequestProgress asks. etcd answers a progress request
+// only when every watch of the stream is in sync and none starts after the
+// current revision: a watch of another kind opened at the next revision
+// (as the fleet's are, right after they read) would hold the state
+// watch's progress back until the next write anywhere, and a listing
+// waiting for the index to reach the last revision (an election's key, a
+// lease's) would wait for it. The metadata replaces any the caller's ctx
+// carries, so that the two always name the same stream.
+func stateStream(ctx context.Context) context.Context {
+	return metadata.NewOutgoingContext(ctx, metadata.Pairs("beacon-watch", "state"))
 }
 
 // WatchKind is WatchState for one kind, under an ID prefix, with deleted
