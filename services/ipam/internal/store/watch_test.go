@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 )
@@ -65,5 +68,55 @@ func TestWatchResumedMidCatchUpMissesNothing(t *testing.T) {
 	// the property still held but was tested less hard.
 	if cuts < 3 {
 		t.Logf("caught up in %d responses: fewer cuts mid catch-up than intended", cuts)
+	}
+}
+
+// A state watch learns etcd's revision from a progress request even when
+// the last writes are outside the state and another watch of the same
+// client starts after the current revision: etcd sends no progress on a
+// stream holding such a watch, so the state watch must be on a stream of
+// its own (a fresh ipamd's listing waited out its deadline for the L2
+// owners' election key, with the fleet's watches opened at the next
+// revision).
+func TestStateWatchProgressPastAFutureWatch(t *testing.T) {
+	s, ctx := newStore(t)
+	_, start, err := s.LoadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write outside the state.
+	if _, err := s.client.Put(ctx, root+"elsewhere", "x"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Another watch as the store opens them (WatchKind), starting after
+	// the current revision; wait until etcd has it.
+	other := s.client.Watch(clientv3.WithRequireLeader(wctx), kindPrefix(ipam.KindNode), clientv3.WithPrefix(), clientv3.WithRev(cur+1000), clientv3.WithCreatedNotify())
+	if resp := <-other; !resp.Created {
+		t.Fatalf("the other watch: %+v", resp)
+	}
+	progress := make(chan int64, 100)
+	go func() {
+		_ = s.WatchState(wctx, start, nil, func(_ []ipam.Event, rev int64) { progress <- rev })
+	}()
+	deadline := time.After(10 * time.Second)
+	for {
+		if err := s.RequestProgress(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case rev := <-progress:
+			if rev >= cur {
+				return
+			}
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("the state watch never reported revision %d (it started after %d)", cur, start)
+		}
 	}
 }
