@@ -34,18 +34,18 @@ type Hub struct {
 	// planned are the tenants' last plans, used by plan (Run's goroutine)
 	// only.
 	planned map[string]*planned
-	// recorded are the L2 owner records this replica committed that its
-	// state has not shown yet, by tenant and address ("" for a deletion):
-	// they are not written again while the watch catches up (see
-	// recordOwners). Only Run's goroutine and LeadOwners touch it.
+	// recorded are the L2 owner sets and deletions this replica
+	// committed, by tenant, until its state shows them: owners are
+	// computed from them meanwhile (see commitOwners). Only Run's
+	// goroutine and LeadOwners touch it.
 	recordedMu sync.Mutex
-	recorded   map[string]map[netip.Addr]string
+	recorded   map[string]*written
 }
 
 // NewHub returns a Hub over a state.
 func NewHub(state *State, store Committer, logger *slog.Logger) *Hub {
 	return &Hub{state: state, store: store, logger: logger, sessions: map[string]map[*Session]struct{}{},
-		planned: map[string]*planned{}, recorded: map[string]map[netip.Addr]string{}}
+		planned: map[string]*planned{}, recorded: map[string]*written{}}
 }
 
 // Session is one subscribed node's view of its plan: what it was last sent
@@ -203,7 +203,7 @@ func (h *Hub) Run(ctx context.Context) error {
 // those records come back through the watch); every replica hands its
 // sessions their plans, computed from the recorded owners so that all
 // replicas agree.
-func (h *Hub) plan(ctx context.Context, tenant string) error {
+func (h *Hub) plan(ctx context.Context, tenant string) (err error) {
 	h.mu.Lock()
 	sessions := make([]*Session, 0, len(h.sessions[tenant]))
 	for s := range h.sessions[tenant] {
@@ -217,14 +217,28 @@ func (h *Hub) plan(ctx context.Context, tenant string) error {
 		h.state.dropBatch(tenant)
 		return nil
 	}
-	p, u := h.state.replan(tenant, h.planned[tenant], lead)
+	// In full, the elected replica records the owners while it computes
+	// the plans: a dead node's addresses move once the records are back
+	// through the watch, and the plans computed now do not move them.
+	var recorded chan error
+	var full func(*planner.Input)
+	if lead {
+		full = func(in *planner.Input) {
+			recorded = make(chan error, 1)
+			go func() { recorded <- h.recordOwners(ctx, tenant, in) }()
+		}
+	}
+	p, u := h.state.replan(tenant, h.planned[tenant], lead, full)
 	h.planned[tenant] = p
-	var err error
 	switch {
-	case lead && u.in != nil:
-		err = h.recordOwners(ctx, tenant, u.in, u.revs)
-	case lead:
-		err = h.commitOwners(ctx, tenant, u.owners, func(addr netip.Addr) (string, bool) { return h.state.recordedOwner(tenant, addr) })
+	case recorded != nil:
+		defer func() {
+			if rerr := <-recorded; rerr != nil {
+				err = rerr
+			}
+		}()
+	case lead && len(u.owners) > 0:
+		err = h.commitOwners(ctx, tenant, u.owners, false)
 	}
 	if len(sessions) == 0 {
 		return err
@@ -290,94 +304,93 @@ func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool)
 	return &ipam.NodePlan{}, true
 }
 
-// Owner records are committed in chunks of ownerChunk, ownerWriters at a
-// time. A chunk is one record's condition and write per address, so two
-// chunks fit one etcd transaction at etcd's default --max-txn-ops of 128
-// (the store merges queued chunks into transactions as large as its
-// MaxOps allows); several transactions in flight let etcd put many into
-// one raft round and one fsync (see docs/performance.md, "Reconnects and
-// L2 moves": a node holding 10,000 addresses dies). Chunks hold distinct
-// addresses, so their order does not matter; each record stays conditional
-// on the one it replaces, so a replica that lost the election writes
-// nothing.
-const (
-	ownerChunk   = 64
-	ownerWriters = 32
-)
+// Owner sets are committed up to ownerWriters changes at a time (a
+// change per shard of the tenant's addresses, see owners.go): the store
+// merges queued changes into transactions as large as its MaxOps allows,
+// and several transactions in flight let etcd put many into one raft round
+// and one fsync (see docs/performance.md, "Reconnects and L2 moves": a node
+// holding 10,000 addresses dies). Shards hold distinct addresses, so their
+// order does not matter; each set stays conditional on the one it
+// replaces, so a replica that lost the election writes nothing.
+const ownerWriters = 32
 
-// ownerWrite is one owner record to write, conditional on the record at
-// rev it replaces (0: none): node "" deletes it.
-type ownerWrite struct {
-	addr netip.Addr
-	node string
-	rev  int64
-}
+// legacyChunk is how many per-address records of an earlier version one
+// change deletes (a condition and a deletion each).
+const legacyChunk = 64
 
 // recordOwners commits the L2 owners the planner chooses for the whole
-// tenant where they differ from the recorded ones (a full plan).
-func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input, revs map[netip.Addr]int64) error {
+// tenant where they differ from the recorded ones (a full plan), and
+// rewrites per-address records of an earlier version into sets.
+func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input) error {
 	want := planner.L2Owners(in)
 	var writes []ownerWrite
 	for addr, node := range want {
 		if in.L2Owners[addr] != node {
-			writes = append(writes, ownerWrite{addr, node, revs[addr]})
+			writes = append(writes, ownerWrite{addr, node})
 		}
 	}
 	for addr := range in.L2Owners {
 		if _, ok := want[addr]; !ok {
-			writes = append(writes, ownerWrite{addr, "", revs[addr]})
+			writes = append(writes, ownerWrite{addr, ""})
 		}
 	}
-	return h.commitOwners(ctx, tenant, writes, func(addr netip.Addr) (string, bool) {
-		node, ok := in.L2Owners[addr]
-		return node, ok
-	})
+	return h.commitOwners(ctx, tenant, writes, true)
 }
 
-// commitOwners commits owner records, each conditional on the record it
-// replaces; shown says what the replica's state shows for an address.
-// Records this replica committed that have not come back through the watch
-// yet are not written again (they would only fail their condition, and
-// load etcd while it is busiest).
-func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWrite, shown func(netip.Addr) (string, bool)) error {
+// commitOwners records owners: the owner sets that change, each
+// conditional on the set it replaces, then the deletions of the
+// per-address records they supersede. The sets are computed from what this
+// replica committed when its state does not show it yet: a set is not
+// written again from a stale view (it would only fail its condition, and
+// load etcd while it is busiest). migrate: also rewrite every per-address
+// record into a set.
+func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWrite, migrate bool) error {
 	h.recordedMu.Lock()
-	pending := h.recorded[tenant]
-	for addr, node := range pending {
-		if cur, ok := shown(addr); cur == node && ok == (node != "") {
-			delete(pending, addr) // the state shows it
-		}
+	w := h.recorded[tenant]
+	if w == nil {
+		w = &written{sets: map[setKey]ownerSet{}, legacy: map[netip.Addr]int64{}}
+		h.recorded[tenant] = w
 	}
-	writes = slices.DeleteFunc(writes, func(w ownerWrite) bool {
-		p, ok := pending[w.addr]
-		return ok && p == w.node
-	})
+	oc := h.state.ownerChanges(tenant, writes, w, migrate)
 	h.recordedMu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(ownerWriters)
-	for len(writes) > 0 {
-		chunk := writes[:min(len(writes), ownerChunk)]
-		writes = writes[len(chunk):]
+	for _, sc := range oc.sets {
 		g.Go(func() error {
-			var ch ipam.Change
-			for _, w := range chunk {
-				ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + w.addr.String()}
-				ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: w.rev})
-				if w.node == "" {
-					ch.Deletes = append(ch.Deletes, ref)
-				} else {
-					ch.Puts = append(ch.Puts, ipam.Put{Ref: ref, Value: &ipam.L2Owner{Addr: w.addr, Node: w.node}})
-				}
-			}
-			if _, _, err := h.store.Commit(gctx, ch); err != nil {
+			rev, _, err := h.store.Commit(gctx, sc.change)
+			if err != nil {
 				return err
 			}
 			h.recordedMu.Lock()
 			defer h.recordedMu.Unlock()
-			if h.recorded[tenant] == nil {
-				h.recorded[tenant] = map[netip.Addr]string{}
+			for k, addrs := range sc.wrote {
+				w.sets[k] = ownerSet{addrs: addrs, rev: rev}
 			}
-			for _, w := range chunk {
-				h.recorded[tenant][w.addr] = w.node
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// The sets now hold these addresses: their old records go.
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(ownerWriters)
+	for chunk := range slices.Chunk(oc.legacy, legacyChunk) {
+		g.Go(func() error {
+			var ch ipam.Change
+			for _, e := range chunk {
+				ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + e.addr.String()}
+				ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: e.rev})
+				ch.Deletes = append(ch.Deletes, ref)
+			}
+			rev, _, err := h.store.Commit(gctx, ch)
+			if err != nil {
+				return err
+			}
+			h.recordedMu.Lock()
+			defer h.recordedMu.Unlock()
+			for _, e := range chunk {
+				w.legacy[e.addr] = rev
 			}
 			return nil
 		})

@@ -24,10 +24,9 @@ type update struct {
 	// plans were computed in full.
 	deltas map[string]*planner.Delta
 	prev   map[string]*ipam.NodePlan
-	// in and revs, when the plans were computed in full, are the input
-	// they were computed from and the owner records' revisions.
-	in   *planner.Input
-	revs map[netip.Addr]int64
+	// in, when the plans were computed in full, is the input they were
+	// computed from.
+	in *planner.Input
 	// owners, computed incrementally on the elected replica, are the L2
 	// owner records to write.
 	owners []ownerWrite
@@ -45,16 +44,22 @@ const fullBatch = 64
 // under it (milliseconds), a full plan from a copy of the tenant's input
 // without it. Cost: for a batch, planner.Replan's; in full, the tenant's
 // size.
-func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) {
+//
+// full, when not nil, is called with the input before a full plan is
+// computed from it (the elected replica records the L2 owners meanwhile).
+func (s *State) replan(tenant string, p *planned, lead bool, full func(*planner.Input)) (*planned, update) {
 	s.mu.Lock()
 	t := s.tenant(tenant)
 	b := t.batch
 	t.batch = batch{}
 	if p == nil || b.full || len(b.allocs)+len(b.owners) > fullBatch+len(t.allocs)/4 {
-		in, revs := s.input(tenant)
+		in := s.input(tenant)
 		s.mu.Unlock()
+		if full != nil {
+			full(in)
+		}
 		p = &planned{prep: planner.Prepare(in), plans: planner.Plans(in, in.L2Owners)}
-		return p, update{plans: p.plans, in: in, revs: revs}
+		return p, update{plans: p.plans, in: in}
 	}
 	defer s.mu.Unlock()
 	ch := planner.Change{Owners: b.owners}
@@ -74,7 +79,7 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 		All:     maps.Values(t.allocs),
 		Holding: t.holding,
 	}
-	u := update{deltas: p.prep.Replan(p.plans, allocs, ch, func(addr netip.Addr) string { return t.owners[addr].node })}
+	u := update{deltas: p.prep.Replan(p.plans, allocs, ch, func(addr netip.Addr) string { return t.owners[addr] })}
 	u.prev = make(map[string]*ipam.NodePlan, len(u.deltas))
 	for name := range u.deltas {
 		u.prev[name] = p.plans[name]
@@ -84,7 +89,7 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 	if lead && len(touched) > 0 {
 		want := p.prep.Owners(allocs, touched, func(addr netip.Addr) (string, bool) {
 			o, ok := t.owners[addr]
-			return o.node, ok
+			return o, ok
 		})
 		u.owners = ownerChange(want, t.owners)
 	}
@@ -93,14 +98,14 @@ func (s *State) replan(tenant string, p *planned, lead bool) (*planned, update) 
 
 // ownerChange returns the writes that record the owners in want ("": no
 // owner) where they differ from the recorded ones.
-func ownerChange(want map[netip.Addr]string, recorded map[netip.Addr]ownerEntry) []ownerWrite {
+func ownerChange(want, recorded map[netip.Addr]string) []ownerWrite {
 	var writes []ownerWrite
 	for addr, node := range want {
 		cur, ok := recorded[addr]
-		if ok && cur.node == node || !ok && node == "" {
+		if ok && cur == node || !ok && node == "" {
 			continue
 		}
-		writes = append(writes, ownerWrite{addr, node, cur.rev})
+		writes = append(writes, ownerWrite{addr, node})
 	}
 	return writes
 }

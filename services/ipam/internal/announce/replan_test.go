@@ -166,7 +166,7 @@ func mustRange(t *testing.T, s string) addrspace.Range {
 // the state; after each batch, once the L2 owners the Hub records have
 // come back, every announcer's plan (its snapshot with every change
 // applied) is what planner.Plans computes from scratch, and the recorded
-// owners are planner.L2Owners'. Batches of allocation changes only are
+// owners are planner.L2Owners', each address in one owner set. Batches of allocation changes only are
 // planned incrementally.
 func TestReplanMatchesFullPlans(t *testing.T) {
 	const tenant = "t1"
@@ -262,9 +262,12 @@ func TestReplanMatchesFullPlans(t *testing.T) {
 
 	check := func(step string) {
 		t.Helper()
-		in, _ := l.state.Input(tenant)
+		in := l.state.Input(tenant)
 		if diff := cmp.Diff(planner.L2Owners(in), in.L2Owners, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("%s: recorded L2 owners (-L2Owners +recorded):\n%s", step, diff)
+		}
+		if sets, _ := l.stored(); !cmp.Equal(in.L2Owners, sets, cmpopts.EquateEmpty()) {
+			t.Fatalf("%s: owners in the state and in etcd's owner sets (-state +etcd):\n%s", step, cmp.Diff(in.L2Owners, sets, cmpopts.EquateEmpty()))
 		}
 		want := planner.Plans(in, in.L2Owners)
 		for _, a := range anns {

@@ -35,6 +35,8 @@ type State struct {
 	dirty    map[string]bool // tenants changed since Take
 	all      bool            // every tenant changed (pools changed)
 	notify   chan struct{}
+	// rev is the revision the state has applied the changes up to.
+	rev int64
 }
 
 // tenantState is one tenant's part of the state, by full ID
@@ -57,7 +59,13 @@ type tenantState struct {
 	// cnodes are what the tenant's cluster says about its nodes, merged
 	// into the live registrations in Input.
 	cnodes map[string]*ipam.ClusterNode
-	owners map[netip.Addr]ownerEntry
+	// owners are the recorded L2 owners: from the owner sets (sets, and
+	// inSet, the set holding each address), else from the per-address
+	// records of earlier versions (legacy). See owners.go.
+	owners map[netip.Addr]string
+	sets   map[setKey]ownerSet
+	inSet  map[netip.Addr]setKey
+	legacy map[netip.Addr]ownerEntry
 	batch  batch
 }
 
@@ -87,14 +95,12 @@ func newTenantState() *tenantState {
 		nodes:  map[string]*ipam.Node{},
 		drains: map[string]*ipam.Drain{},
 		cnodes: map[string]*ipam.ClusterNode{},
-		owners: map[netip.Addr]ownerEntry{},
+		owners: map[netip.Addr]string{},
+		sets:   map[setKey]ownerSet{},
+		inSet:  map[netip.Addr]setKey{},
+		legacy: map[netip.Addr]ownerEntry{},
 		batch:  batch{full: true},
 	}
-}
-
-type ownerEntry struct {
-	node string
-	rev  int64
 }
 
 // NewState returns an empty state.
@@ -124,9 +130,10 @@ func (s *State) tenant(name string) *tenantState {
 func (s *State) Changed() <-chan struct{} { return s.notify }
 
 // Replace implements the replica's Sink (replica/follow.go).
-func (s *State) Replace(events []ipam.Event, _ int64) {
+func (s *State) Replace(events []ipam.Event, rev int64) {
 	s.mu.Lock()
 	s.reset()
+	s.rev = rev
 	for _, ev := range events {
 		s.apply(ev)
 	}
@@ -138,11 +145,13 @@ func (s *State) Replace(events []ipam.Event, _ int64) {
 
 // Apply implements the replica's Sink (replica/follow.go). Events come from the watch in commit
 // order, so the newest always wins.
-func (s *State) Apply(events []ipam.Event, _ int64) {
+func (s *State) Apply(events []ipam.Event, rev int64) {
+	s.mu.Lock()
+	s.rev = max(s.rev, rev)
 	if len(events) == 0 {
+		s.mu.Unlock()
 		return
 	}
-	s.mu.Lock()
 	changed := false
 	for _, ev := range events {
 		changed = s.apply(ev) || changed
@@ -230,10 +239,12 @@ func (s *State) apply(ev ipam.Event) bool {
 		put(s.tenant(name).cnodes, id, v)
 	case ipam.KindL2Owner:
 		s.applyOwner(name, id, v, ev.Rev)
+	case ipam.KindL2OwnerSet:
+		s.applyOwnerSet(id, v, ev.Rev)
 	default:
 		return false
 	}
-	if k := ev.Ref.Kind; k != ipam.KindAllocation && k != ipam.KindL2Owner {
+	if k := ev.Ref.Kind; k != ipam.KindAllocation && k != ipam.KindL2Owner && k != ipam.KindL2OwnerSet {
 		s.tenant(name).batch.full = true
 	}
 	s.dirty[name] = true
@@ -340,27 +351,6 @@ func sameInterface(a, b ipam.Interface) bool {
 	return a.Name == b.Name && a.MAC == b.MAC && a.Up == b.Up && slices.Equal(a.Addrs, b.Addrs)
 }
 
-// applyOwner stores an L2 owner record (nil: deleted) and adds it to the
-// tenant's batch.
-func (s *State) applyOwner(name, id string, v any, rev int64) {
-	addr, err := netip.ParseAddr(strings.TrimPrefix(id, name+"/"))
-	if err != nil {
-		return
-	}
-	t := s.tenant(name)
-	if t.batch.owners == nil {
-		t.batch.owners = map[netip.Addr]string{}
-	}
-	if _, ok := t.batch.owners[addr]; !ok {
-		t.batch.owners[addr] = t.owners[addr].node
-	}
-	if o, ok := v.(*ipam.L2Owner); ok {
-		t.owners[addr] = ownerEntry{node: o.Node, rev: rev}
-	} else {
-		delete(t.owners, addr)
-	}
-}
-
 // Take returns the tenants whose inputs changed since the last call (all
 // known tenants after a reload or a pool change) and forgets them.
 func (s *State) Take() []string {
@@ -388,16 +378,15 @@ func values[T any](m map[string]*T) []*T {
 	return slices.Collect(maps.Values(m))
 }
 
-// Input returns the planner's input for one tenant, and the owner
-// records' revisions for conditional updates.
-func (s *State) Input(tenant string) (*planner.Input, map[netip.Addr]int64) {
+// Input returns the planner's input for one tenant.
+func (s *State) Input(tenant string) *planner.Input {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.input(tenant)
 }
 
 // input is Input with s.mu held. Cost: the tenant's size.
-func (s *State) input(tenant string) (*planner.Input, map[netip.Addr]int64) {
+func (s *State) input(tenant string) *planner.Input {
 	t := s.tenants[tenant]
 	if t == nil {
 		t = newTenantState()
@@ -429,12 +418,8 @@ func (s *State) input(tenant string) (*planner.Input, map[netip.Addr]int64) {
 		c.Draining = c.Draining || excluded
 		in.Nodes = append(in.Nodes, &c)
 	}
-	revs := make(map[netip.Addr]int64, len(t.owners))
-	for a, o := range t.owners {
-		in.L2Owners[a] = o.node
-		revs[a] = o.rev
-	}
-	return in, revs
+	maps.Copy(in.L2Owners, t.owners)
+	return in
 }
 
 // Node returns a live node's registration.
@@ -529,7 +514,7 @@ func (s *State) Known(tenant, node string, addr netip.Addr) bool {
 		return false
 	}
 	o, ok := t.owners[addr]
-	return ok && o.node != node
+	return ok && o != node
 }
 
 // Conflict is a node reporting another host using one of its L2 addresses.
@@ -573,7 +558,7 @@ func (s *State) ConflictsOf(tenant string, addrs []string) []Conflict {
 // Warnings returns the planner's warnings about a tenant's announcement
 // config, by resource ("l2Advertisements/x", "bgpPeers/y", ...).
 func (s *State) Warnings(tenant string) map[string][]planner.Warning {
-	in, _ := s.Input(tenant)
+	in := s.Input(tenant)
 	out := map[string][]planner.Warning{}
 	for _, w := range planner.Check(in) {
 		out[w.Resource] = append(out[w.Resource], w)
@@ -597,17 +582,4 @@ func (s *State) nodesOf(tenant string) []*ipam.Node {
 		return nil
 	}
 	return values(t.nodes)
-}
-
-// recordedOwner returns the node recorded as an address's L2 owner, as this
-// replica's state shows it.
-func (s *State) recordedOwner(tenant string, addr netip.Addr) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.tenants[tenant]
-	if t == nil {
-		return "", false
-	}
-	o, ok := t.owners[addr]
-	return o.node, ok
 }

@@ -22,7 +22,7 @@ func TestClusterNodeRecords(t *testing.T) {
 		Draining bool
 	}
 	nodes := func() []node {
-		in, _ := st.Input("c1")
+		in := st.Input("c1")
 		var out []node
 		for _, n := range in.Nodes {
 			out = append(out, node{n.Labels, n.Draining})

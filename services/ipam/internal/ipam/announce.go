@@ -3,6 +3,8 @@ package ipam
 import (
 	"maps"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/selector"
@@ -201,10 +203,41 @@ type Drain struct {
 	Since  time.Time `json:"since"`
 }
 
-// L2Owner records the node that answers ARP/NDP for an address.
+// L2Owner records the node that answers ARP/NDP for an address (the
+// per-address record of earlier versions; see L2OwnerSet).
 type L2Owner struct {
 	Addr netip.Addr `json:"addr"`
 	Node string     `json:"node"`
+}
+
+// L2OwnerSet records the L2 addresses a node answers ARP/NDP for among one
+// shard of its tenant's addresses, stored as "tenant/node/shard" (see
+// L2OwnerSetID). Grouping the addresses keeps the number of etcd writes
+// per move small: a node's death rewrites a few dozen sets, not one record
+// per address. An address is in at most one set of its tenant.
+type L2OwnerSet struct {
+	Node  string       `json:"node"`
+	Shard int          `json:"shard"`
+	Addrs []netip.Addr `json:"addrs"`
+}
+
+// L2OwnerSetID returns the ID of a tenant's owner set.
+func L2OwnerSetID(tenant, node string, shard int) string {
+	return tenant + "/" + node + "/" + strconv.Itoa(shard)
+}
+
+// ParseL2OwnerSetID splits an owner set's ID into its parts.
+func ParseL2OwnerSetID(id string) (tenant, node string, shard int, ok bool) {
+	tenant, rest, ok1 := strings.Cut(id, "/")
+	i := strings.LastIndexByte(rest, '/')
+	if !ok1 || i <= 0 {
+		return "", "", 0, false
+	}
+	shard, err := strconv.Atoi(rest[i+1:])
+	if err != nil || shard < 0 {
+		return "", "", 0, false
+	}
+	return tenant, rest[:i], shard, true
 }
 
 // PlanPeer is a BGP session a node must have.

@@ -20,7 +20,9 @@ const (
 	// KindNode is an announcer's registration (live while its lease lasts)
 	// or drain mark.
 	KindNode
-	// KindL2Owner records which node answers ARP/NDP for an address.
+	// KindL2Owner records which node answers ARP/NDP for an address: one
+	// record per address, as versions before KindL2OwnerSet wrote them
+	// (read, and rewritten as sets by the elected replica).
 	KindL2Owner
 	// KindDrain marks a node drained.
 	KindDrain
@@ -41,6 +43,9 @@ const (
 	// tenant granted to join, share one address per family (see
 	// GlobalGroup).
 	KindGlobalGroup
+	// KindL2OwnerSet records the L2 addresses one node answers for in one
+	// shard of a tenant's addresses (see L2OwnerSet).
+	KindL2OwnerSet
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

@@ -32,6 +32,8 @@ func NewValue(k Kind) any {
 		return new(Node)
 	case KindL2Owner:
 		return new(L2Owner)
+	case KindL2OwnerSet:
+		return new(L2OwnerSet)
 	case KindDrain:
 		return new(Drain)
 	case KindTenant:

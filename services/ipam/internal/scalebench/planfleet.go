@@ -151,11 +151,11 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 
 	// The owners to wait for: the elected fleet records them all before
 	// the changes start.
-	in, _ := state.Input(planTenant)
+	in := state.Input(planTenant)
 	owners := len(planner.L2Owners(in))
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		cur, _ := state.Input(planTenant)
+		cur := state.Input(planTenant)
 		if len(cur.L2Owners) == owners {
 			break
 		}
@@ -167,7 +167,7 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 	time.Sleep(time.Second) // the last owner records' plans handed out
 
 	// The reference, with the fleet idle: planning t00 in full.
-	in, _ = state.Input(planTenant)
+	in = state.Input(planTenant)
 	runtime.GC()
 	const fullRuns = 3
 	var plans map[string]*ipam.NodePlan

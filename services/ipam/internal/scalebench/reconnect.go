@@ -17,7 +17,7 @@ import (
 // The reconnect part: what a replica's death costs (scale_reconnect_N_s:
 // how long until the announcers it served hold a confirmed plan again,
 // with the snapshots sent, etcd lease grants and L2 owner or route changes
-// counted), and how fast a dead node's L2 addresses move
+// counted); and the L2 move part: how fast a dead node's L2 addresses move
 // (scale_l2_move_N_ms).
 
 // reconnectHeartbeat is the replicas' heartbeat interval in this part
@@ -30,30 +30,14 @@ const reconnectHeartbeat = time.Second
 const nodesPerTenant = 300
 
 func reconnect(ctx context.Context, cfg Config) ([]bench.Figure, error) {
-	sizes, moves := []int{300, 1000, 3000}, []int{1000, 3000, 10000}
+	sizes := []int{300, 1000, 3000}
 	if cfg.Quick {
-		sizes, moves = sizes[:1], moves[:1]
+		sizes = sizes[:1]
 	}
 	if len(cfg.ReconnectSizes) > 0 {
-		sizes, moves = cfg.ReconnectSizes, nil
+		sizes = cfg.ReconnectSizes
 	}
 	var figs []bench.Figure
-	// The L2 moves first: they need few announcers, and a reconnect size
-	// this machine cannot hold must not cost their figures.
-	var mrows []moveResult
-	for _, m := range moves {
-		r, err := l2MoveRun(ctx, cfg, m)
-		if err != nil {
-			fmt.Fprintf(cfg.Log, "   L2 move of %d: %v\n", m, err)
-			continue
-		}
-		mrows = append(mrows, r)
-		figs = append(figs, bench.Figure{Name: fmt.Sprintf("scale_l2_move_%d_ms", m), Value: ms(r.took), Unit: "ms"})
-	}
-	fmt.Fprintf(cfg.Log, "\n== L2 move: a node holding N addresses dies, 9 others take them\n%10s %10s %10s %10s\n", "addresses", "moved_ms", "p50_ms", "double")
-	for _, r := range mrows {
-		fmt.Fprintf(cfg.Log, "%10d %10.0f %10.0f %10d\n", r.n, ms(r.took), ms(r.p50), r.double)
-	}
 	var rows []reconnectResult
 	for _, n := range sizes {
 		r, err := reconnectRun(ctx, cfg, n)
@@ -74,8 +58,37 @@ func reconnect(ctx context.Context, cfg Config) ([]bench.Figure, error) {
 	for _, r := range rows {
 		fmt.Fprintf(cfg.Log, "%10d %10d %10.2f %10d %10d %10d %10d %12.1f\n", r.n, r.affected, r.took.Seconds(), r.snapshots, r.resumes, r.grants, r.ownerChanges+r.routeChanges, r.keepAlives)
 	}
-	if len(rows) < len(sizes) || len(mrows) < len(moves) {
-		return figs, fmt.Errorf("%d of %d reconnect sizes and %d of %d L2 move sizes measured", len(rows), len(sizes), len(mrows), len(moves))
+	if len(rows) < len(sizes) {
+		return figs, fmt.Errorf("%d of %d reconnect sizes measured", len(rows), len(sizes))
+	}
+	return figs, nil
+}
+
+// l2Moves is the L2 move part (scale_l2_move_N_ms), a part of its own
+// (--only l2move): it needs few announcers, and a reconnect size this
+// machine cannot hold must not cost its figures.
+func l2Moves(ctx context.Context, cfg Config) ([]bench.Figure, error) {
+	moves := []int{1000, 3000, 10000}
+	if cfg.Quick {
+		moves = moves[:1]
+	}
+	var figs []bench.Figure
+	var mrows []moveResult
+	for _, m := range moves {
+		r, err := l2MoveRun(ctx, cfg, m)
+		if err != nil {
+			fmt.Fprintf(cfg.Log, "   L2 move of %d: %v\n", m, err)
+			continue
+		}
+		mrows = append(mrows, r)
+		figs = append(figs, bench.Figure{Name: fmt.Sprintf("scale_l2_move_%d_ms", m), Value: ms(r.took), Unit: "ms"})
+	}
+	fmt.Fprintf(cfg.Log, "\n== L2 move: a node holding N addresses dies, 9 others take them\n%10s %10s %10s %10s\n", "addresses", "moved_ms", "p50_ms", "double")
+	for _, r := range mrows {
+		fmt.Fprintf(cfg.Log, "%10d %10.0f %10.0f %10d\n", r.n, ms(r.took), ms(r.p50), r.double)
+	}
+	if len(mrows) < len(moves) {
+		return figs, fmt.Errorf("%d of %d L2 move sizes measured", len(mrows), len(moves))
 	}
 	return figs, nil
 }

@@ -41,7 +41,7 @@ type Config struct {
 	// snapshots dominate at one very large tenant's size.
 	PlanNoFeed bool
 	// ReconnectSizes, if set, are the only sizes the reconnect part runs
-	// (announcers), without its L2 moves.
+	// (announcers).
 	ReconnectSizes []int
 	// Log receives progress and the human tables (default io.Discard).
 	Log io.Writer
@@ -57,7 +57,8 @@ type part struct {
 func parts() []part {
 	return []part{
 		{"plan", planChange},     // scale_plan_change_cpu_ms, scale_feed_p99_ms
-		{"reconnect", reconnect}, // scale_reconnect_3000_s, scale_l2_move_10000_ms
+		{"l2move", l2Moves},      // scale_l2_move_10000_ms
+		{"reconnect", reconnect}, // scale_reconnect_3000_s
 		{"coldstart", coldStart}, // scale_cold_start_1m_s, scale_rss_1m_mib, scale_list_page_p99_ms
 	}
 }

@@ -39,6 +39,8 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 		ok = k == ipam.KindNode
 	case *ipam.L2Owner:
 		ok = k == ipam.KindL2Owner
+	case *ipam.L2OwnerSet:
+		ok = k == ipam.KindL2OwnerSet
 	case *ipam.Drain:
 		ok = k == ipam.KindDrain
 	case *ipam.Tenant:

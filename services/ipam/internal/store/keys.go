@@ -10,31 +10,32 @@ import (
 )
 
 const (
-	root         = "/beacon/v1/"
-	statePrefix  = root + "state/"
-	poolsPrefix  = statePrefix + "pools/"
-	allocsPrefix = statePrefix + "allocs/"
-	claimsPrefix = statePrefix + "claims/"
-	holdsPrefix  = statePrefix + "holds/"
-	auditPrefix  = root + "log/audit/"
-	reqPrefix    = root + "log/requests/"
-	configPrefix = statePrefix + "config/"
-	l2AdvPrefix  = configPrefix + "l2adv/"
-	bgpAdvPrefix = configPrefix + "bgpadv/"
-	peersPrefix  = configPrefix + "peers/"
-	bfdPrefix    = configPrefix + "bfd/"
-	commPrefix   = configPrefix + "communities/"
-	cnodesPrefix = configPrefix + "nodes/"
-	nodesPrefix  = statePrefix + "nodes/"
-	ownersPrefix = statePrefix + "l2owners/"
-	drainsPrefix = statePrefix + "drains/"
-	tenantPrefix = statePrefix + "tenants/"
-	tokenPrefix  = statePrefix + "tokens/"
-	hashPrefix   = statePrefix + "tokenhashes/"
-	sharesPrefix = statePrefix + "shares/"
-	guardsPrefix = statePrefix + "tenantguards/"
-	groupsPrefix = statePrefix + "globalgroups/"
-	secretPrefix = root + "secrets/"
+	root            = "/beacon/v1/"
+	statePrefix     = root + "state/"
+	poolsPrefix     = statePrefix + "pools/"
+	allocsPrefix    = statePrefix + "allocs/"
+	claimsPrefix    = statePrefix + "claims/"
+	holdsPrefix     = statePrefix + "holds/"
+	auditPrefix     = root + "log/audit/"
+	reqPrefix       = root + "log/requests/"
+	configPrefix    = statePrefix + "config/"
+	l2AdvPrefix     = configPrefix + "l2adv/"
+	bgpAdvPrefix    = configPrefix + "bgpadv/"
+	peersPrefix     = configPrefix + "peers/"
+	bfdPrefix       = configPrefix + "bfd/"
+	commPrefix      = configPrefix + "communities/"
+	cnodesPrefix    = configPrefix + "nodes/"
+	nodesPrefix     = statePrefix + "nodes/"
+	ownersPrefix    = statePrefix + "l2owners/"
+	ownerSetsPrefix = statePrefix + "l2ownersets/"
+	drainsPrefix    = statePrefix + "drains/"
+	tenantPrefix    = statePrefix + "tenants/"
+	tokenPrefix     = statePrefix + "tokens/"
+	hashPrefix      = statePrefix + "tokenhashes/"
+	sharesPrefix    = statePrefix + "shares/"
+	guardsPrefix    = statePrefix + "tenantguards/"
+	groupsPrefix    = statePrefix + "globalgroups/"
+	secretPrefix    = root + "secrets/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -66,6 +67,8 @@ func kindPrefix(k ipam.Kind) string {
 		return nodesPrefix
 	case ipam.KindL2Owner:
 		return ownersPrefix
+	case ipam.KindL2OwnerSet:
+		return ownerSetsPrefix
 	case ipam.KindDrain:
 		return drainsPrefix
 	case ipam.KindTenant:
@@ -130,6 +133,7 @@ func parseKey(k string) (ipam.Ref, bool) {
 		{ipam.KindCommunity, commPrefix},
 		{ipam.KindNode, nodesPrefix},
 		{ipam.KindL2Owner, ownersPrefix},
+		{ipam.KindL2OwnerSet, ownerSetsPrefix},
 		{ipam.KindDrain, drainsPrefix},
 		{ipam.KindTenant, tenantPrefix},
 		{ipam.KindToken, tokenPrefix},
