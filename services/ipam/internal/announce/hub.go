@@ -326,12 +326,12 @@ func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input
 	var writes []ownerWrite
 	for addr, node := range want {
 		if in.L2Owners[addr] != node {
-			writes = append(writes, ownerWrite{addr, node})
+			writes = append(writes, ownerWrite{addr, node, in.L2Owners[addr]})
 		}
 	}
 	for addr := range in.L2Owners {
 		if _, ok := want[addr]; !ok {
-			writes = append(writes, ownerWrite{addr, ""})
+			writes = append(writes, ownerWrite{addr, "", in.L2Owners[addr]})
 		}
 	}
 	return h.commitOwners(ctx, tenant, writes, true)

@@ -129,10 +129,11 @@ func (t *tenantState) refreshOwner(addr netip.Addr) {
 	}
 }
 
-// ownerWrite is one address's new owner ("": none).
+// ownerWrite is one address's new owner ("": none), decided where the
+// address's recorded owner was was ("": none).
 type ownerWrite struct {
-	addr netip.Addr
-	node string
+	addr      netip.Addr
+	node, was string
 }
 
 // written is what this replica committed that its state may not show yet:
@@ -177,7 +178,7 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 	if migrate {
 		for addr, e := range t.legacy {
 			if _, ok := t.inSet[addr]; !ok && w.legacy[addr] == 0 {
-				writes = append(writes, ownerWrite{addr, e.node})
+				writes = append(writes, ownerWrite{addr, e.node, e.node})
 			}
 		}
 	}
@@ -205,14 +206,23 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 				}
 			}
 		}
-		drafts, moved := shardDrafts(view, ws, true)
+		legacy := func(a netip.Addr) string {
+			if e, ok := t.legacy[a]; ok && w.legacy[a] == 0 {
+				return e.node
+			}
+			return ""
+		}
+		drafts, moved, kept := shardDrafts(view, ws, legacy, true)
 		if moved && len(drafts) > maxSetOps {
 			// Too many sets for one transaction, and moves among them
 			// (an address leaving one set for another must leave and
 			// arrive at once): give the addresses up first, alone (a
 			// change that only removes may be split); their new owners are
 			// recorded in the next round, once the watch shows this one.
-			drafts, _ = shardDrafts(view, ws, false)
+			drafts, _, kept = shardDrafts(view, ws, legacy, false)
+			// The addresses given a new owner keep their old records
+			// until it is recorded.
+			kept = slices.DeleteFunc(kept, func(wr ownerWrite) bool { return wr.node != "" })
 		}
 		var sc setChange
 		for k, d := range drafts {
@@ -243,7 +253,7 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 		if len(sc.wrote) > 0 {
 			out.sets = append(out.sets, sc)
 		}
-		for _, wr := range ws {
+		for _, wr := range kept {
 			if e, ok := t.legacy[wr.addr]; ok && w.legacy[wr.addr] == 0 {
 				out.legacy = append(out.legacy, ownerEntryAt{wr.addr, e.rev})
 			}
@@ -258,9 +268,20 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 const maxSetOps = 64
 
 // shardDrafts returns the new contents of the sets of one shard that
-// writes change, from view (the shard's sets), and whether an address
-// moves from one set to another. add false leaves the additions out.
-func shardDrafts(view map[setKey]ownerSet, ws []ownerWrite, add bool) (drafts map[setKey]map[netip.Addr]bool, moved bool) {
+// writes change, from view (the shard's sets; legacy gives the owner of an
+// address in none, "" for none), and whether an address moves from one set
+// to another, and the writes it kept (the per-address records of their
+// addresses are superseded). add false leaves the additions out.
+//
+// A write decided where the address's owner was another than view shows
+// is left out: it was decided on an older view than the one its sets'
+// conditions are taken from (a full plan's input, or the state before the
+// watch showed what this replica committed), so the conditions could not
+// catch it, and it could move an address its decision never saw owned (a
+// node joining just after an address was first recorded would take it).
+// The newer owner reaches the state through the watch, and the plan made
+// then decides again.
+func shardDrafts(view map[setKey]ownerSet, ws []ownerWrite, legacy func(netip.Addr) string, add bool) (drafts map[setKey]map[netip.Addr]bool, moved bool, kept []ownerWrite) {
 	holder := map[netip.Addr]setKey{}
 	for k, set := range view {
 		for _, a := range set.addrs {
@@ -281,6 +302,14 @@ func shardDrafts(view map[setKey]ownerSet, ws []ownerWrite, add bool) (drafts ma
 	}
 	for _, wr := range ws {
 		old, held := holder[wr.addr]
+		cur := old.node
+		if !held {
+			cur = legacy(wr.addr)
+		}
+		if cur != wr.was {
+			continue // decided on an older view
+		}
+		kept = append(kept, wr)
 		if held && old.node == wr.node || !held && wr.node == "" {
 			continue
 		}
@@ -298,7 +327,7 @@ func shardDrafts(view map[setKey]ownerSet, ws []ownerWrite, add bool) (drafts ma
 			holder[wr.addr] = k
 		}
 	}
-	return drafts, moved
+	return drafts, moved, kept
 }
 
 // prune forgets what the state shows now that it has applied rev.

@@ -242,3 +242,58 @@ func TestOwnerSetsUpgradeFromPerAddressRecords(t *testing.T) {
 		t.Fatalf("owners in the state after the upgrade (-before +state):\n%s", diff)
 	}
 }
+
+// A node joins just after the elected replica recorded the owners of new
+// addresses, and its state shows the node before those records: the plan
+// made then, which sees the addresses without owners, moves none of them
+// to the new node. (Its sets' conditions are taken from what the replica
+// committed, so only the owner each decision saw can catch this; an etcd
+// leader election, which delays the watch, made it show in
+// replica.TestEtcdLeaderLossKeepsAnnouncerSessions.)
+func TestOwnerSetsNodeJoiningBeforeTheRecordsShow(t *testing.T) {
+	l, _ := ownerLab(t)
+	l.commit(ipam.Change{Puts: []ipam.Put{nodePut("n0")}})
+	const n = 40
+	l.allocate(n)
+	// A replica whose state is fed by hand: as of now.
+	evs, rev, err := l.st.LoadState(l.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := NewState()
+	state.Replace(evs, rev)
+	hub := NewHub(state, l.st, slog.New(slog.DiscardHandler))
+	hub.leader.Store(true)
+	// n1 registers; the replica records n0 as every address's owner (the
+	// only live node it knows of).
+	join := nodePut("n1")
+	joined, _, err := l.st.Commit(l.ctx, ipam.Change{Puts: []ipam.Put{join}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.plan(l.ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := l.stored()
+	if len(want) != n {
+		t.Fatalf("%d owners recorded, want %d", len(want), n)
+	}
+	// The watch shows the registration, not yet the owners.
+	state.Apply([]ipam.Event{{Ref: join.Ref, Value: join.Value, Rev: joined}}, joined)
+	if err := hub.plan(l.ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	// Then everything, and a plan from that.
+	evs, rev, err = l.st.LoadState(l.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state.Replace(evs, rev)
+	if err := hub.plan(l.ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.stored()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("owners after n1 joined (-first recorded +now):\n%s", diff)
+	}
+}

@@ -105,7 +105,7 @@ func ownerChange(want, recorded map[netip.Addr]string) []ownerWrite {
 		if ok && cur == node || !ok && node == "" {
 			continue
 		}
-		writes = append(writes, ownerWrite{addr, node})
+		writes = append(writes, ownerWrite{addr, node, cur})
 	}
 	return writes
 }
