@@ -106,7 +106,11 @@ func newLab(t *testing.T) *lab {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, s := range []string{"ipamd-1", "ipamd-2", "node-1", "node-2", "router", "gateway", "certs"} {
-				out, _ := l.podman("logs", "--tail", "40", container(s))
+				// Both streams: podman logs writes what the container wrote
+				// to stderr (the services' JSON logs) to its own stderr.
+				cmd := exec.CommandContext(l.ctx, "podman", "logs", "--tail", "40", container(s))
+				cmd.Dir, cmd.Env = l.dir, l.env
+				out, _ := cmd.CombinedOutput()
 				t.Logf("---- %s ----\n%s", s, out)
 			}
 		}
