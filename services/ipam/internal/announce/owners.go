@@ -187,6 +187,14 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 		sh := shardOf(wr.addr)
 		byShard[sh] = append(byShard[sh], wr)
 	}
+	// The owner an address's per-address record gives, unless this
+	// replica deleted it ("": none).
+	legacy := func(a netip.Addr) string {
+		if e, ok := t.legacy[a]; ok && w.legacy[a] == 0 {
+			return e.node
+		}
+		return ""
+	}
 	var out ownerCommit
 	for sh, ws := range byShard {
 		// The shard's sets as this replica knows them, and who holds
@@ -205,12 +213,6 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 					view[k] = set
 				}
 			}
-		}
-		legacy := func(a netip.Addr) string {
-			if e, ok := t.legacy[a]; ok && w.legacy[a] == 0 {
-				return e.node
-			}
-			return ""
 		}
 		drafts, moved, kept := shardDrafts(view, ws, legacy, true)
 		if moved && len(drafts) > maxSetOps {

@@ -99,6 +99,27 @@ func (l *lab) stored() (sets, legacy map[netip.Addr]string) {
 	return sets, legacy
 }
 
+// handFed returns an elected replica's state and hub, the state fed by
+// hand (no watch): loaded as of now, at the revision returned.
+func (l *lab) handFed() (*State, *Hub, int64) {
+	state := NewState()
+	rev := l.load(state)
+	hub := NewHub(state, l.st, slog.New(slog.DiscardHandler))
+	hub.leader.Store(true)
+	return state, hub, rev
+}
+
+// load replaces state with what etcd holds now, and returns its revision.
+func (l *lab) load(state *State) int64 {
+	l.t.Helper()
+	evs, rev, err := l.st.LoadState(l.ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	state.Replace(evs, rev)
+	return rev
+}
+
 // A node holding 2,000 addresses dies: its addresses move to the others
 // in a few dozen changes (not one per address), every address is in
 // exactly one set, and the recorded owners are planner.L2Owners'.
@@ -158,14 +179,7 @@ func TestOwnerSetsStaleLeaderWritesNothing(t *testing.T) {
 	l.allocate(200)
 	l.settle("t1")
 	// The stale replica's view: as of now, and never updated again.
-	evs, rev, err := l.st.LoadState(l.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	staleState := NewState()
-	staleState.Replace(evs, rev)
-	stale := NewHub(staleState, l.st, slog.New(slog.DiscardHandler))
-	stale.leader.Store(true)
+	staleState, stale, rev := l.handFed()
 	// The elected replica moves n0's addresses away.
 	l.commit(ipam.Change{Deletes: []ipam.Ref{nodeDelete("n0")}})
 	l.settle("t1")
@@ -173,7 +187,7 @@ func TestOwnerSetsStaleLeaderWritesNothing(t *testing.T) {
 	// The stale one, believing n1 died instead, would move n1's
 	// addresses to n0 and n2.
 	staleState.Apply([]ipam.Event{{Ref: nodeDelete("n1"), Deleted: true, Rev: rev + 1}}, rev+1)
-	err = stale.plan(l.ctx, "t1")
+	err := stale.plan(l.ctx, "t1")
 	if !errors.Is(err, ipam.ErrConflict) {
 		t.Fatalf("the stale replica's owner writes: %v, want a conflict", err)
 	}
@@ -255,15 +269,7 @@ func TestOwnerSetsNodeJoiningBeforeTheRecordsShow(t *testing.T) {
 	l.commit(ipam.Change{Puts: []ipam.Put{nodePut("n0")}})
 	const n = 40
 	l.allocate(n)
-	// A replica whose state is fed by hand: as of now.
-	evs, rev, err := l.st.LoadState(l.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := NewState()
-	state.Replace(evs, rev)
-	hub := NewHub(state, l.st, slog.New(slog.DiscardHandler))
-	hub.leader.Store(true)
+	state, hub, _ := l.handFed()
 	// n1 registers; the replica records n0 as every address's owner (the
 	// only live node it knows of).
 	join := nodePut("n1")
@@ -284,11 +290,7 @@ func TestOwnerSetsNodeJoiningBeforeTheRecordsShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Then everything, and a plan from that.
-	evs, rev, err = l.st.LoadState(l.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	state.Replace(evs, rev)
+	l.load(state)
 	if err := hub.plan(l.ctx, "t1"); err != nil {
 		t.Fatal(err)
 	}
