@@ -216,7 +216,7 @@ func (a *Allocator) refuseL2(ctx context.Context, req *ipam.Allocation) error {
 			ad := ev.Value.(*ipam.L2Advertisement)
 			all := len(ad.Pools) == 0 && len(ad.PoolSelectors) == 0
 			if (all || slices.Contains(ad.Pools, pool.Name) || selector.AnyMatches(ad.PoolSelectors, pool.Labels) && len(ad.PoolSelectors) > 0) &&
-				selector.AnyMatches(ad.OwnerSelectors, req.OwnerLabels) {
+				selector.AnyMatchesSet(ad.OwnerSelectors, req.OwnerLabels) {
 				return ipam.Refuse(ipam.ErrNotAllowed, "L2 advertisement %q of tenant %q selects pool %q of global group %s: a global address is announced over BGP only (L2 is per segment); narrow the L2 advertisement's pools or owner selectors",
 					ad.ID, req.Tenant, pool.Name, ipam.GroupName(req.GlobalGroup))
 			}

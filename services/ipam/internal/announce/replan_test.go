@@ -238,7 +238,7 @@ func TestReplanMatchesFullPlans(t *testing.T) {
 	next := 0
 	newAlloc := func() *ipam.Allocation {
 		next++
-		a := &ipam.Allocation{Tenant: tenant, ID: fmt.Sprintf("a%03d", next), Owner: "ns/svc", OwnerLabels: map[string]string{"app": "web"}}
+		a := &ipam.Allocation{Tenant: tenant, ID: fmt.Sprintf("a%03d", next), Owner: "ns/svc", OwnerLabels: selector.SetOf(map[string]string{"app": "web"})}
 		switch k := rng.IntN(4); k {
 		case 0:
 			a.Pool, a.Addrs = "p4b", []netip.Addr{free("p4b")}
@@ -307,7 +307,7 @@ func TestReplanMatchesFullPlans(t *testing.T) {
 					a.TrafficPolicy, a.EndpointNodes = ipam.TrafficLocal, endpoints()
 				} else {
 					a.TrafficPolicy, a.EndpointNodes = ipam.TrafficCluster, nil
-					a.OwnerLabels = map[string]string{"app": []string{"web", "db"}[rng.IntN(2)]}
+					a.OwnerLabels = selector.SetOf(map[string]string{"app": []string{"web", "db"}[rng.IntN(2)]})
 				}
 				allocs[a.ID], touched[a.ID] = &a, true
 				ch.Puts = append(ch.Puts, ipam.Put{Ref: ref(&a), Value: &a})

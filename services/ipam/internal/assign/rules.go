@@ -18,10 +18,10 @@ func PolicyMatches(p *ipam.Policy, a *ipam.Allocation) bool {
 	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, a.Namespace) {
 		return false
 	}
-	if len(p.NamespaceSelectors) > 0 && !selector.AnyMatches(p.NamespaceSelectors, a.NamespaceLabels) {
+	if len(p.NamespaceSelectors) > 0 && !selector.AnyMatchesSet(p.NamespaceSelectors, a.NamespaceLabels) {
 		return false
 	}
-	if len(p.OwnerSelectors) > 0 && !selector.AnyMatches(p.OwnerSelectors, a.OwnerLabels) {
+	if len(p.OwnerSelectors) > 0 && !selector.AnyMatchesSet(p.OwnerSelectors, a.OwnerLabels) {
 		return false
 	}
 	return true

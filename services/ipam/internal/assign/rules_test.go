@@ -28,7 +28,7 @@ func TestCandidatePoolsOrder(t *testing.T) {
 		a    ipam.Allocation
 		want []string
 	}{
-		{"prod namespace, team a", ipam.Allocation{Tenant: "c1", Namespace: "prod", OwnerLabels: map[string]string{"team": "a"}},
+		{"prod namespace, team a", ipam.Allocation{Tenant: "c1", Namespace: "prod", OwnerLabels: selector.SetOf(map[string]string{"team": "a"})},
 			[]string{"prio1", "prio2", "team-a", "policy-unset", "plain-a", "plain-b"}},
 		{"other namespace", ipam.Allocation{Tenant: "c1", Namespace: "dev"},
 			[]string{"prio1", "prio2", "plain-a", "plain-b"}},
@@ -140,13 +140,13 @@ func TestPolicyMatches(t *testing.T) {
 		Namespaces:         []string{"prod"},
 		NamespaceSelectors: []selector.Selector{{MatchLabels: map[string]string{"env": "prod"}}},
 	}
-	if !PolicyMatches(p, &ipam.Allocation{Namespace: "prod", NamespaceLabels: map[string]string{"env": "prod"}}) {
+	if !PolicyMatches(p, &ipam.Allocation{Namespace: "prod", NamespaceLabels: selector.SetOf(map[string]string{"env": "prod"})}) {
 		t.Error("matching owner refused")
 	}
 	if PolicyMatches(p, &ipam.Allocation{Namespace: "prod"}) {
 		t.Error("namespace labels not checked")
 	}
-	if PolicyMatches(p, &ipam.Allocation{Namespace: "dev", NamespaceLabels: map[string]string{"env": "prod"}}) {
+	if PolicyMatches(p, &ipam.Allocation{Namespace: "dev", NamespaceLabels: selector.SetOf(map[string]string{"env": "prod"})}) {
 		t.Error("namespace not checked")
 	}
 	if !PolicyMatches(nil, &ipam.Allocation{}) {

@@ -3,6 +3,8 @@ package filter
 import (
 	"strconv"
 	"strings"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // labelsField is the field name of terms on labels, written labels.KEY.
@@ -63,7 +65,7 @@ type Filter struct {
 // scalars, empty means unset). On a label, Has holds when the label is
 // present, even with an empty value. NotEqual holds when the field or label
 // is missing. A term with an invalid Op never holds.
-func (f Filter) Match(get func(field string) (string, bool), labels map[string]string) bool {
+func (f Filter) Match(get func(field string) (string, bool), labels selector.Set) bool {
 	for _, t := range f.Terms {
 		if !t.match(get, labels) {
 			return false
@@ -72,12 +74,12 @@ func (f Filter) Match(get func(field string) (string, bool), labels map[string]s
 	return true
 }
 
-func (t Term) match(get func(string) (string, bool), labels map[string]string) bool {
+func (t Term) match(get func(string) (string, bool), labels selector.Set) bool {
 	var v string
 	var ok bool
 	switch {
 	case t.Field == labelsField:
-		v, ok = labels[t.Key]
+		v, ok = labels.Get(t.Key)
 	case get != nil:
 		v, ok = get(t.Field)
 		if t.Op == Has {

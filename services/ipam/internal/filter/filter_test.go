@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 func TestMatch(t *testing.T) {
@@ -57,7 +59,7 @@ func TestMatch(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%q): %v", tt.filter, err)
 			}
-			if got := f.Match(get, labels); got != tt.want {
+			if got := f.Match(get, selector.SetOf(labels)); got != tt.want {
 				t.Errorf("Parse(%q).Match() = %v, want %v", tt.filter, got, tt.want)
 			}
 		})
@@ -81,7 +83,7 @@ func TestMatchEdgeCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.f.Match(tt.get, tt.labels); got != tt.want {
+			if got := tt.f.Match(tt.get, selector.SetOf(tt.labels)); got != tt.want {
 				t.Errorf("%v.Match() = %v, want %v", tt.f, got, tt.want)
 			}
 		})

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // FuzzParse checks that Parse never panics, that its errors are
@@ -58,12 +60,12 @@ func FuzzParse(f *testing.F) {
 		// An object whose pool differs from the indexed value never matches.
 		if v, ok := flt.Value("pool"); ok {
 			get := func(field string) (string, bool) { return v + "x", true }
-			if flt.Match(get, nil) {
+			if flt.Match(get, selector.Set{}) {
 				t.Fatalf("Parse(%q) matches pool %q though Value(pool) = %q", s, v+"x", v)
 			}
 		}
-		flt.Match(nil, map[string]string{"app": "web"})
-		flt.Match(func(f string) (string, bool) { return strings.ToUpper(f), f != "owner" }, nil)
+		flt.Match(nil, selector.NewSet("app", "web"))
+		flt.Match(func(f string) (string, bool) { return strings.ToUpper(f), f != "owner" }, selector.Set{})
 	})
 }
 
@@ -88,7 +90,7 @@ func FuzzNarrowedFilter(f *testing.F) {
 			t.Fatalf("narrowed filter %q parses without the tenant term: %#v", narrowed, flt)
 		}
 		other := func(string) (string, bool) { return tenant + "x", true }
-		if flt.Match(other, nil) || flt.Match(nil, nil) {
+		if flt.Match(other, selector.Set{}) || flt.Match(nil, selector.Set{}) {
 			t.Fatalf("narrowed filter %q matches a pool of another tenant or of none", narrowed)
 		}
 	})

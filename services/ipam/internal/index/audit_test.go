@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // The record of an allocation's creation lives in the allocation: listed
@@ -62,7 +63,7 @@ func TestCreationRecordLife(t *testing.T) {
 	commit(t, x, renew, 5)
 	next := *renew.Alloc
 	next.Created = nil // a caller cannot drop it
-	next.OwnerLabels = map[string]string{"app": "web"}
+	next.OwnerLabels = selector.SetOf(map[string]string{"app": "web"})
 	upd, err := planUpdate(x, "c1", a.Alloc.ID, 0, &next, t0)
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 func allocEvent(tenant, id, pool string, rev int64, labels map[string]string) ipam.Event {
-	a := &ipam.Allocation{Tenant: tenant, ID: id, Pool: pool, Owner: id, OwnerLabels: labels}
+	a := &ipam.Allocation{Tenant: tenant, ID: id, Pool: pool, Owner: id, OwnerLabels: selector.SetOf(labels)}
 	return ipam.Event{Ref: ipam.RefOf(ipam.KindAllocation, tenant, id), Value: a, Rev: rev}
 }
 
@@ -106,7 +107,7 @@ func TestAllocationsPagesMatchSortedIndex(t *testing.T) {
 			}
 			if rng.IntN(2) == 0 {
 				q.Budget = 1 + rng.IntN(60)
-				q.Match = func(a *ipam.Allocation) bool { return a.OwnerLabels["app"] == "3" }
+				q.Match = func(a *ipam.Allocation) bool { v, _ := a.OwnerLabels.Get("app"); return v == "3" }
 			}
 			if rng.IntN(2) == 0 {
 				q.After = tenants[rng.IntN(len(tenants))] + "/" + fmt.Sprintf("o%03d", rng.IntN(300))

@@ -117,23 +117,23 @@ func (p *Pool) AllowsTenant(tenant string) bool {
 
 // Allocation is the set of addresses held by one owner, one per family.
 type Allocation struct {
-	Tenant          string            `json:"tenant"`
-	ID              string            `json:"id"`
-	UID             string            `json:"uid"`
-	Owner           string            `json:"owner"`
-	OwnerUID        string            `json:"ownerUID,omitempty"`
-	Namespace       string            `json:"namespace,omitempty"`
-	OwnerLabels     map[string]string `json:"ownerLabels,omitempty"`
-	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
-	Families        []Family          `json:"families,omitempty"`
-	FamilyPolicy    FamilyPolicy      `json:"familyPolicy,omitempty"`
-	RequestedAddrs  []netip.Addr      `json:"requestedAddrs,omitempty"`
-	RequestedPool   string            `json:"requestedPool,omitempty"`
-	SharingKey      string            `json:"sharingKey,omitempty"`
-	Ports           []Port            `json:"ports,omitempty"`
-	TrafficPolicy   TrafficPolicy     `json:"trafficPolicy,omitempty"`
-	EndpointNodes   []string          `json:"endpointNodes,omitempty"`
-	TTL             time.Duration     `json:"ttl,omitempty"`
+	Tenant          string        `json:"tenant"`
+	ID              string        `json:"id"`
+	UID             string        `json:"uid"`
+	Owner           string        `json:"owner"`
+	OwnerUID        string        `json:"ownerUID,omitempty"`
+	Namespace       string        `json:"namespace,omitempty"`
+	OwnerLabels     selector.Set  `json:"ownerLabels,omitzero"`
+	NamespaceLabels selector.Set  `json:"namespaceLabels,omitzero"`
+	Families        []Family      `json:"families,omitempty"`
+	FamilyPolicy    FamilyPolicy  `json:"familyPolicy,omitempty"`
+	RequestedAddrs  []netip.Addr  `json:"requestedAddrs,omitempty"`
+	RequestedPool   string        `json:"requestedPool,omitempty"`
+	SharingKey      string        `json:"sharingKey,omitempty"`
+	Ports           []Port        `json:"ports,omitempty"`
+	TrafficPolicy   TrafficPolicy `json:"trafficPolicy,omitempty"`
+	EndpointNodes   []string      `json:"endpointNodes,omitempty"`
+	TTL             time.Duration `json:"ttl,omitempty"`
 	// AddressCount is how many addresses per family (0 and 1: one). An
 	// allocation with several holds them alone: no sharing key, global
 	// group or requested addresses.

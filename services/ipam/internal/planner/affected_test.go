@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // checkAffected checks Affected for a change from before to after of one
@@ -90,7 +91,7 @@ func TestAffectedProperty(t *testing.T) {
 		default:
 			kind, before = "update labels and policy", cur
 			c := *cur
-			c.OwnerLabels = labels("app", g.pick(apps()...))
+			c.OwnerLabels = selector.SetOf(labels("app", g.pick(apps()...)))
 			c.TrafficPolicy = ipam.TrafficCluster
 			after = &c
 		}

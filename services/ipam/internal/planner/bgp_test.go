@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // bgpInput: n1 and n3 in rack a (n3 draining), n2 in rack b, n4 dead; iBGP
@@ -145,7 +146,7 @@ func TestPlansRoutes(t *testing.T) {
 			in.BGP = append(in.BGP, &ipam.BGPAdvertisement{Tenant: tenant, ID: "adv2", AggregationLength: 24,
 				Peers: []string{"r2", "r6"}, Communities: []string{"2:2"}, NodeSelectors: sels("rack", "a")})
 			in.Peers = append(in.Peers, peer6())
-			in.Allocations[0].OwnerLabels = labels("app", "web")
+			in.Allocations[0].OwnerLabels = selector.SetOf(labels("app", "web"))
 			in.Allocations = append(in.Allocations,
 				local(alloc("a2", "web", "192.0.2.2"), "n2"),
 				alloc("a3", "v6", "2001:db8::3"))

@@ -284,7 +284,7 @@ func (s *adSelection) poolSelected(c *compiled, id string) bool {
 
 // selects reports whether the advertisement selects allocation a.
 func (s *adSelection) selects(c *compiled, a *ipam.Allocation) bool {
-	return s.poolSelected(c, a.Pool) && selector.AnyMatches(s.ownerSels, a.OwnerLabels)
+	return s.poolSelected(c, a.Pool) && selector.AnyMatchesSet(s.ownerSels, a.OwnerLabels)
 }
 
 // l2AdsOf returns the L2 advertisements selecting a (none for a global

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // l2Input is three nodes, one pool "web" labelled tier=front, one L2
@@ -46,7 +47,7 @@ func TestL2Eligibility(t *testing.T) {
 		{"owner selector not matching", func(in *Input) { in.L2[0].OwnerSelectors = sels("app", "x") }, nil},
 		{"owner selector matching", func(in *Input) {
 			in.L2[0].OwnerSelectors = sels("app", "x")
-			in.Allocations[0].OwnerLabels = labels("app", "x")
+			in.Allocations[0].OwnerLabels = selector.SetOf(labels("app", "x"))
 		}, []string{"n1", "n2", "n3"}},
 		{"draining and dead nodes", func(in *Input) {
 			in.Nodes[0].Draining = true

@@ -129,7 +129,7 @@ func (g *gen) poolsAndOwners(ps *[]string, poolSels, ownerSels *[]selector.Selec
 // alloc is a random allocation; addresses come from small sets so that they
 // collide.
 func (g *gen) alloc(id string, nodes int) *ipam.Allocation {
-	a := &ipam.Allocation{Tenant: tenant, ID: id, OwnerLabels: labels("app", g.pick(apps()...))}
+	a := &ipam.Allocation{Tenant: tenant, ID: id, OwnerLabels: selector.SetOf(labels("app", g.pick(apps()...)))}
 	switch g.rng.IntN(3) {
 	case 0:
 		a.Pool = "p4"

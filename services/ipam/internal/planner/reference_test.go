@@ -27,11 +27,11 @@ func refPoolSelected(in *Input, pools []string, poolSels []selector.Selector, id
 }
 
 func refL2Selects(in *Input, ad *ipam.L2Advertisement, a *ipam.Allocation) bool {
-	return refPoolSelected(in, ad.Pools, ad.PoolSelectors, a.Pool) && selector.AnyMatches(ad.OwnerSelectors, a.OwnerLabels)
+	return refPoolSelected(in, ad.Pools, ad.PoolSelectors, a.Pool) && selector.AnyMatchesSet(ad.OwnerSelectors, a.OwnerLabels)
 }
 
 func refBGPSelects(in *Input, ad *ipam.BGPAdvertisement, a *ipam.Allocation) bool {
-	return refPoolSelected(in, ad.Pools, ad.PoolSelectors, a.Pool) && selector.AnyMatches(ad.OwnerSelectors, a.OwnerLabels)
+	return refPoolSelected(in, ad.Pools, ad.PoolSelectors, a.Pool) && selector.AnyMatchesSet(ad.OwnerSelectors, a.OwnerLabels)
 }
 
 // refEligible returns the nodes allowed to own addr (its best tier), or

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // allocsOf indexes a set of allocations as Replan reads them.
@@ -73,7 +74,7 @@ func TestReplanProperty(t *testing.T) {
 							b.EndpointNodes = append(b.EndpointNodes, fmt.Sprintf("n%03d", g.rng.IntN(nodes+1)))
 						}
 					} else {
-						b.OwnerLabels = labels("app", g.pick(apps()...))
+						b.OwnerLabels = selector.SetOf(labels("app", g.pick(apps()...)))
 						b.TrafficPolicy = ipam.TrafficCluster
 					}
 					cur[a.ID] = &b

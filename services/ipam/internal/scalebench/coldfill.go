@@ -16,6 +16,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/bench"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
@@ -149,20 +150,21 @@ func (f *coldFiller) allocation(i int) (*ipam.Allocation, []*ipam.Claim) {
 	n := i/(coldTenants*coldPools)*coldTenants + t // unique within pool p
 	tenant := coldTenantID(t)
 	owner := fmt.Sprintf("ns-%03d/svc-%07d", (i/coldTenants)%500, i)
+	labels := map[string]string{"app": fmt.Sprintf("app-%d", i%50), "team": fmt.Sprintf("team-%d", i%7)}
+	if f.distinctLabels {
+		labels["app"] = fmt.Sprintf("svc-%07d", i)
+	}
+	if i%coldRareEvery == coldRareEvery/2 {
+		labels["tier"] = "canary" // for the rare filter's walk (coldRareFilter)
+	}
 	a := &ipam.Allocation{
 		Tenant: tenant, ID: ipam.AllocationID(owner), UID: fmt.Sprintf("u%015x", i), Owner: owner,
 		Namespace:   fmt.Sprintf("ns-%03d", (i/coldTenants)%500),
-		OwnerLabels: map[string]string{"app": fmt.Sprintf("app-%d", i%50), "team": fmt.Sprintf("team-%d", i%7)},
+		OwnerLabels: selector.SetOf(labels),
 		Families:    []ipam.Family{ipam.IPv6}, Pool: coldPoolID(p),
 		Ports:      []ipam.Port{{Number: 443, Protocol: ipam.TCP}},
 		CreateTime: f.now, UpdateTime: f.now,
 		Created: &ipam.Creation{AuditID: fmt.Sprintf("%016x", ^uint64(f.now.UnixNano())-uint64(i)), Actor: "spiffe://beacon/adapter/" + tenant},
-	}
-	if f.distinctLabels {
-		a.OwnerLabels["app"] = fmt.Sprintf("svc-%07d", i)
-	}
-	if i%coldRareEvery == coldRareEvery/2 {
-		a.OwnerLabels["tier"] = "canary" // for the rare filter's walk (coldRareFilter)
 	}
 	addrs := []netip.Addr{coldV6(p, n)}
 	if i%coldDualEvery == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/beaconlb/beacon/services/ipam/internal/bench"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
@@ -197,7 +198,7 @@ func planAlloc(i, j, nodes int) *ipam.Allocation {
 		mode = "l2"
 	}
 	a := &ipam.Allocation{Tenant: tenant, ID: fmt.Sprintf("a%06d", j), Owner: fmt.Sprintf("ns/svc-%d", j), Pool: "scale",
-		OwnerLabels: map[string]string{"mode": mode}}
+		OwnerLabels: selector.NewSet("mode", mode)}
 	v6 := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i), 0, 0, 0, 0, 0, 0, 0, byte(j >> 16), byte(j >> 8), byte(j)})
 	a.Addrs = []netip.Addr{v6}
 	if i == 0 && j%5 == 0 {

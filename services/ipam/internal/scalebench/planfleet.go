@@ -13,6 +13,7 @@ import (
 	"github.com/beaconlb/beacon/services/ipam/internal/announce"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 	"github.com/beaconlb/beacon/services/ipam/internal/store"
 )
 
@@ -106,7 +107,7 @@ func changeAlloc(c int) *ipam.Allocation {
 		mode = "l2"
 	}
 	return &ipam.Allocation{Tenant: planTenant, ID: fmt.Sprintf("change%04d", c), Owner: fmt.Sprintf("ns/change-%d", c), Pool: "scale",
-		OwnerLabels: map[string]string{"mode": mode},
+		OwnerLabels: selector.NewSet("mode", mode),
 		Addrs:       []netip.Addr{netip.AddrFrom4([4]byte{198, 19, 255, byte(1 + c%250)})}}
 }
 
@@ -190,7 +191,7 @@ func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Log
 	for c := range changes / 2 {
 		a := changeAlloc(c)
 		want := sz.nodes // a route on every node
-		if a.OwnerLabels["mode"] == "l2" {
+		if mode, _ := a.OwnerLabels.Get("mode"); mode == "l2" {
 			want = 1 // its owner answers
 		}
 		r := ref(ipam.KindAllocation, a.Tenant+"/"+a.ID)

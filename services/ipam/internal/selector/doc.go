@@ -1,5 +1,5 @@
-// Package selector owns Beacon's label selectors and the rules for label keys
-// and values.
+// Package selector owns Beacon's label selectors, label sets and the rules for
+// label keys and values.
 //
 // A Selector is a Kubernetes-style label selector held as a plain Go value,
 // with no Kubernetes dependency, and with the meaning MetalLB gives to an
@@ -9,4 +9,6 @@
 //
 // Callers convert the API's LabelSelector messages into Selector values, call
 // Validate once when the selector is written, and Matches when it is used.
+// A Set is a label set held compactly, as an allocation keeps its owner's
+// labels; MatchesSet matches it as Matches matches a map.
 package selector

@@ -46,10 +46,10 @@ type Requirement struct {
 	Values []string
 }
 
-// matches reports whether labels satisfy r. A requirement with an unknown
-// operator matches nothing.
-func (r Requirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.Key]
+// holds reports whether r holds for a label set in which r.Key has value v
+// (ok: the set has the key). A requirement with an unknown operator holds
+// for nothing.
+func (r Requirement) holds(v string, ok bool) bool {
 	switch r.Operator {
 	case In:
 		return ok && slices.Contains(r.Values, v)
@@ -75,29 +75,56 @@ type Selector struct {
 // Matches reports whether labels satisfy every term of s. A nil labels map is
 // an empty label set. Matches expects a selector that passed Validate; an
 // expression with an unknown operator never holds.
-func (s Selector) Matches(labels map[string]string) bool {
+func (s Selector) Matches(labels map[string]string) bool { return matches(s, mapLabels(labels)) }
+
+// AnyMatches reports whether at least one of sels matches labels. An empty
+// list matches everything, as an address pool's namespaceSelectors and
+// serviceSelectors do in MetalLB.
+func AnyMatches(sels []Selector, labels map[string]string) bool {
+	return anyMatches(sels, mapLabels(labels))
+}
+
+// MatchesSet reports whether labels satisfy every term of s, as Matches does
+// for a map.
+func (s Selector) MatchesSet(labels Set) bool { return matches(s, labels) }
+
+// AnyMatchesSet reports whether at least one of sels matches labels, as
+// AnyMatches does for a map.
+func AnyMatchesSet(sels []Selector, labels Set) bool { return anyMatches(sels, labels) }
+
+// labelGetter is a label set as the matching reads it: a map or a Set.
+type labelGetter interface {
+	Get(key string) (string, bool)
+}
+
+// mapLabels is a map read as a labelGetter.
+type mapLabels map[string]string
+
+func (m mapLabels) Get(key string) (string, bool) {
+	v, ok := m[key]
+	return v, ok
+}
+
+func matches[L labelGetter](s Selector, labels L) bool {
 	for k, want := range s.MatchLabels {
-		if got, ok := labels[k]; !ok || got != want {
+		if got, ok := labels.Get(k); !ok || got != want {
 			return false
 		}
 	}
 	for _, r := range s.Expressions {
-		if !r.matches(labels) {
+		if !r.holds(labels.Get(r.Key)) {
 			return false
 		}
 	}
 	return true
 }
 
-// AnyMatches reports whether at least one of sels matches labels. An empty
-// list matches everything, as an address pool's namespaceSelectors and
-// serviceSelectors do in MetalLB.
-func AnyMatches(sels []Selector, labels map[string]string) bool {
+func anyMatches[L labelGetter](sels []Selector, labels L) bool {
 	if len(sels) == 0 {
 		return true
 	}
 	for _, s := range sels {
-		if s.Matches(labels) {
+		if matches(s, labels) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 type auditService struct {
@@ -212,7 +213,7 @@ func matchAudit(f filter.Filter, r *ipam.AuditRecord) bool {
 			}
 			return "", false
 		}
-		if f.Match(get, nil) {
+		if f.Match(get, selector.Set{}) {
 			return true
 		}
 	}

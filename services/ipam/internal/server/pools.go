@@ -9,6 +9,7 @@ import (
 	ipamv1 "github.com/beaconlb/beacon/proto/beacon/ipam/v1"
 	"github.com/beaconlb/beacon/services/ipam/internal/filter"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 type poolService struct {
@@ -93,7 +94,7 @@ func (p *poolService) ListPools(ctx context.Context, req *ipamv1.ListPoolsReques
 		for _, ev := range page.Items {
 			pool := ev.Value.(*ipam.Pool)
 			after = ev.Ref.ID
-			if !allowsTenants(pool, tenants) || !f.Match(nil, pool.Labels) {
+			if !allowsTenants(pool, tenants) || !f.Match(nil, selector.SetOf(pool.Labels)) {
 				continue
 			}
 			resp.Pools = append(resp.Pools, p.render(pool, ev.Rev))

@@ -199,8 +199,8 @@ func allocationFromProto(fes *ipam.FieldErrors, tenant string, in *ipamv1.Alloca
 		Owner:           in.GetOwner(),
 		OwnerUID:        in.GetOwnerUid(),
 		Namespace:       in.GetNamespace(),
-		OwnerLabels:     in.GetOwnerLabels(),
-		NamespaceLabels: in.GetNamespaceLabels(),
+		OwnerLabels:     selector.SetOf(in.GetOwnerLabels()),
+		NamespaceLabels: selector.SetOf(in.GetNamespaceLabels()),
 		SharingKey:      in.GetSharingKey(),
 		EndpointNodes:   in.GetEndpointNodes(),
 	}
@@ -208,8 +208,8 @@ func allocationFromProto(fes *ipam.FieldErrors, tenant string, in *ipamv1.Alloca
 	printable(fes, "allocation.owner_uid", a.OwnerUID, 128, false)
 	printable(fes, "allocation.sharing_key", a.SharingKey, 253, false)
 	namespaceOK(fes, "allocation.namespace", a.Namespace)
-	labelsOK(fes, "allocation.owner_labels", a.OwnerLabels)
-	labelsOK(fes, "allocation.namespace_labels", a.NamespaceLabels)
+	labelsOK(fes, "allocation.owner_labels", in.GetOwnerLabels())
+	labelsOK(fes, "allocation.namespace_labels", in.GetNamespaceLabels())
 	if len(in.GetIpFamilies()) > 2 {
 		fes.Add("allocation.ip_families", "at most 2 families")
 	}

@@ -2,29 +2,27 @@ package store
 
 import (
 	"encoding/binary"
-	"maps"
-	"slices"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // interner makes equal strings of a load share one copy: a million
 // allocations name a hundred tenants, a few pools and namespaces, and the
 // same label keys and values over and over, and each decoded copy costs
-// its own allocation. Equal label sets share one map too (a namespace's
-// labels are the same on each of its allocations, and owners' often
-// repeat): a small map costs about 300 bytes, more than the strings in it.
-// Nothing writes into a stored allocation's label maps (an update replaces
-// them), so sharing them is safe. It holds what it saw only while the load
-// lasts.
+// its own allocation. Equal label sets share one set's storage too (a
+// namespace's labels are the same on each of its allocations, and owners'
+// often repeat). Nothing writes into a label set once made, so sharing
+// them is safe. It holds what it saw only while the load lasts.
 type interner struct {
 	strs   map[string]string
-	labels map[string]map[string]string // by labelsKey
-	key    []byte                       // labelsKey's buffer
+	labels map[string]selector.Set // by labelsKey
+	key    []byte                  // labelsKey's buffer
+	kv     []string                // labelSet's buffer
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, labels: map[string]map[string]string{}}
+	return &interner{strs: map[string]string{}, labels: map[string]selector.Set{}}
 }
 
 func (in *interner) str(p *string) {
@@ -38,33 +36,34 @@ func (in *interner) str(p *string) {
 	in.strs[*p] = *p
 }
 
-// labelSet returns the shared map equal to m.
-func (in *interner) labelSet(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return m
-	}
-	in.key = labelsKey(in.key[:0], m)
-	if s, ok := in.labels[string(in.key)]; ok {
+// labelSet returns the shared set equal to s, made of interned strings.
+func (in *interner) labelSet(s selector.Set) selector.Set {
+	if s.IsZero() {
 		return s
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range maps.All(m) {
+	in.key = labelsKey(in.key[:0], s)
+	if shared, ok := in.labels[string(in.key)]; ok {
+		return shared
+	}
+	in.kv = in.kv[:0]
+	for k, v := range s.All() {
 		in.str(&k)
 		in.str(&v)
-		out[k] = v
+		in.kv = append(in.kv, k, v)
 	}
+	out := selector.NewSet(in.kv...)
 	in.labels[string(in.key)] = out
 	return out
 }
 
-// labelsKey appends to b an encoding of m that equal maps share: its pairs
+// labelsKey appends to b an encoding of s that equal sets share: its pairs
 // in key order, each string preceded by its length.
-func labelsKey(b []byte, m map[string]string) []byte {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+func labelsKey(b []byte, s selector.Set) []byte {
+	for k, v := range s.All() {
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(m[k])))
-		b = append(b, m[k]...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 	}
 	return b
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
+	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // Interning changes no value, and equal strings of two objects end up
@@ -42,7 +43,7 @@ func TestInternSharesStrings(t *testing.T) {
 		{"tenant", got[0].Tenant, got[1].Tenant},
 		{"namespace", got[0].Namespace, got[1].Namespace},
 		{"pool", got[0].Pool, got[1].Pool},
-		{"label value", got[0].OwnerLabels["app"], got[1].OwnerLabels["app"]},
+		{"label value", label(got[0], "app"), label(got[1], "app")},
 		{"actor", got[0].Created.Actor, got[1].Created.Actor},
 	} {
 		if !same(tc.a, tc.b) {
@@ -51,8 +52,8 @@ func TestInternSharesStrings(t *testing.T) {
 	}
 }
 
-// Equal label sets share one map; different ones, however their strings
-// run together, do not.
+// Equal label sets share one set's storage; different ones, however their
+// strings run together, do not.
 func TestInternSharesLabelSets(t *testing.T) {
 	in := newInterner()
 	sets := []map[string]string{
@@ -63,14 +64,15 @@ func TestInternSharesLabelSets(t *testing.T) {
 		{"ab": "c"},
 		{"app": "web"},
 	}
-	got := make([]map[string]string, len(sets))
+	got := make([]selector.Set, len(sets))
 	for i, m := range sets {
-		got[i] = in.labelSet(maps.Clone(m))
-		if diff := cmp.Diff(m, got[i]); diff != "" {
+		got[i] = in.labelSet(selector.SetOf(m))
+		if diff := cmp.Diff(m, got[i].Map()); diff != "" {
 			t.Errorf("set %d changed: -want +got\n%s", i, diff)
 		}
 	}
-	ptr := func(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
+	// The set's storage, read through reflect: Set keeps it unexported.
+	ptr := func(s selector.Set) uintptr { return reflect.ValueOf(s).Field(0).Pointer() }
 	for i := range got {
 		for j := range i {
 			if shared, want := ptr(got[i]) == ptr(got[j]), maps.Equal(sets[i], sets[j]); shared != want {
@@ -78,7 +80,13 @@ func TestInternSharesLabelSets(t *testing.T) {
 			}
 		}
 	}
-	if m := in.labelSet(nil); m != nil {
-		t.Errorf("labelSet(nil) = %v, want nil", m)
+	if s := in.labelSet(selector.Set{}); !s.IsZero() {
+		t.Errorf("labelSet(empty) = %v, want empty", s)
 	}
+}
+
+// label returns a's owner label key.
+func label(a *ipam.Allocation, key string) string {
+	v, _ := a.OwnerLabels.Get(key)
+	return v
 }
