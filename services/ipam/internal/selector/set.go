@@ -2,6 +2,7 @@ package selector
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"iter"
 	"maps"
@@ -9,16 +10,18 @@ import (
 	"strings"
 )
 
-// Set is an immutable label set, held compactly: its keys and values in one
-// slice, alternating, in key order. A replica keeps a label set in each of
-// its allocations, up to a million of them; a small Go map costs about 300
-// bytes whatever it holds, where a set of two labels costs 64. Copies share
-// their storage, which nothing writes after the set is made. The zero Set is
-// empty.
+// Set is an immutable label set, held compactly: one string that encodes
+// its keys and values in key order, each preceded by its length as a
+// uvarint, behind one pointer. A replica keeps two label sets in each of
+// its allocations, up to a million of them: a small Go map costs about 300
+// bytes whatever it holds, where this costs 8 bytes in the allocation, 16
+// for the string's header and the encoding's length (rounded up to Go's
+// size classes), and the collector never scans the encoding. Copies share
+// it; nothing writes it after the set is made. The zero Set is empty.
 //
 // In JSON a Set is an object, as a map[string]string is (keys in order).
 type Set struct {
-	kv []string
+	enc *string // nil: no labels
 }
 
 // SetOf returns the set of m's labels.
@@ -30,7 +33,7 @@ func SetOf(m map[string]string) Set {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kv = append(kv, k, m[k])
 	}
-	return Set{kv: kv}
+	return encode(kv)
 }
 
 // NewSet returns the set of the labels given as alternating keys and values,
@@ -40,15 +43,12 @@ func NewSet(kv ...string) Set {
 	if len(kv)%2 == 1 {
 		kv = append(slices.Clip(kv), "")
 	}
-	if len(kv) == 0 {
-		return Set{}
-	}
 	sorted := true
 	for i := 2; i < len(kv) && sorted; i += 2 {
 		sorted = kv[i-2] < kv[i]
 	}
 	if sorted { // the common case: a set's own pairs, or a literal in order
-		return Set{kv: slices.Clone(kv)}
+		return encode(kv)
 	}
 	m := make(map[string]string, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
@@ -57,24 +57,75 @@ func NewSet(kv ...string) Set {
 	return SetOf(m)
 }
 
+// encode returns the set of kv's pairs, whose keys are in order and unique.
+func encode(kv []string) Set {
+	if len(kv) == 0 {
+		return Set{}
+	}
+	n := 0
+	for _, s := range kv {
+		n += uvarintLen(len(s)) + len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var lenBuf [binary.MaxVarintLen64]byte
+	for _, s := range kv {
+		b.Write(binary.AppendUvarint(lenBuf[:0], uint64(len(s))))
+		b.WriteString(s)
+	}
+	enc := b.String()
+	return Set{enc: &enc}
+}
+
+func uvarintLen(n int) int {
+	w := 1
+	for ; n >= 0x80; n >>= 7 {
+		w++
+	}
+	return w
+}
+
+// next splits the first string off an encoding. A malformed encoding (which
+// encode never makes) ends it.
+func next(enc string) (s, rest string) {
+	n, shift := 0, 0
+	for i := 0; i < len(enc) && shift < 63; i, shift = i+1, shift+7 {
+		c := enc[i]
+		n |= int(c&0x7f) << shift
+		if c < 0x80 {
+			if n < 0 || n > len(enc)-i-1 {
+				return "", ""
+			}
+			return enc[i+1 : i+1+n], enc[i+1+n:]
+		}
+	}
+	return "", ""
+}
+
+func (s Set) encoding() string {
+	if s.enc == nil {
+		return ""
+	}
+	return *s.enc
+}
+
 // Len returns the number of labels.
-func (s Set) Len() int { return len(s.kv) / 2 }
+func (s Set) Len() int {
+	n := 0
+	for range s.All() {
+		n++
+	}
+	return n
+}
 
 // IsZero reports whether the set is empty (for JSON's omitzero).
-func (s Set) IsZero() bool { return len(s.kv) == 0 }
+func (s Set) IsZero() bool { return s.encoding() == "" }
 
 // Get returns the value of the label key and whether the set has it.
 func (s Set) Get(key string) (string, bool) {
-	lo, hi := 0, len(s.kv)/2
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		switch c := strings.Compare(s.kv[2*m], key); {
-		case c == 0:
-			return s.kv[2*m+1], true
-		case c < 0:
-			lo = m + 1
-		default:
-			hi = m
+	for k, v := range s.All() {
+		if k >= key {
+			return v, k == key
 		}
 	}
 	return "", false
@@ -83,8 +134,11 @@ func (s Set) Get(key string) (string, bool) {
 // All yields the labels in key order.
 func (s Set) All() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
-		for i := 0; i < len(s.kv); i += 2 {
-			if !yield(s.kv[i], s.kv[i+1]) {
+		var k, v string
+		for e := s.encoding(); e != ""; {
+			k, e = next(e)
+			v, e = next(e)
+			if !yield(k, v) {
 				return
 			}
 		}
@@ -93,35 +147,39 @@ func (s Set) All() iter.Seq2[string, string] {
 
 // Map returns the labels as a new map, or nil if there are none.
 func (s Set) Map() map[string]string {
-	if len(s.kv) == 0 {
+	if s.IsZero() {
 		return nil
 	}
-	m := make(map[string]string, len(s.kv)/2)
+	m := make(map[string]string)
 	for k, v := range s.All() {
 		m[k] = v
 	}
 	return m
 }
 
+// Key returns a string that equal sets, and only they, share (the set's
+// encoding), for use as a map key.
+func (s Set) Key() string { return s.encoding() }
+
 // Equal reports whether s and o hold the same labels.
-func (s Set) Equal(o Set) bool { return slices.Equal(s.kv, o.kv) }
+func (s Set) Equal(o Set) bool { return s.encoding() == o.encoding() }
 
 // MarshalJSON encodes the set as a JSON object, as encoding/json encodes the
 // equal map.
 func (s Set) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i := 0; i < len(s.kv); i += 2 {
-		if i > 0 {
+	for k, v := range s.All() {
+		if b.Len() > 1 {
 			b.WriteByte(',')
 		}
-		for j, str := range s.kv[i : i+2] {
+		for i, str := range [2]string{k, v} {
 			enc, err := json.Marshal(str)
 			if err != nil {
 				return nil, err
 			}
 			b.Write(enc)
-			if j == 0 {
+			if i == 0 {
 				b.WriteByte(':')
 			}
 		}

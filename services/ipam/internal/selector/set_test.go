@@ -5,12 +5,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestSet(t *testing.T) {
+	long := strings.Repeat("a", 253) + "/" + strings.Repeat("b", 63)
 	tests := []struct {
 		name    string
 		set     Set
@@ -25,6 +27,7 @@ func TestSet(t *testing.T) {
 		{"repeated key: last wins", NewSet("app", "web", "app", "db"), map[string]string{"app": "db"}, 1},
 		{"key without value", NewSet("app"), map[string]string{"app": ""}, 1},
 		{"empty value", NewSet("app", ""), map[string]string{"app": ""}, 1},
+		{"long key and value (two-byte lengths)", NewSet(long, long[:200], "b", "c"), map[string]string{long: long[:200], "b": "c"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,11 +77,16 @@ func TestSetJSONIsTheMapsJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := []string{"a", "b", "app", "team", "", "<&>", "é", `"`, `\`, "x/y", "\u2028", "\x7f"}
 	pick := func() string { return alphabet[rng.IntN(len(alphabet))] + alphabet[rng.IntN(len(alphabet))] }
+	var prev map[string]string
 	for i := range 2000 {
 		m := map[string]string{}
 		for range rng.IntN(6) {
 			m[pick()] = pick()
 		}
+		if sameKey, want := SetOf(m).Key() == SetOf(prev).Key(), maps.Equal(m, prev); sameKey != want {
+			t.Fatalf("case %d: %v and %v share a key: %v, want %v", i, m, prev, sameKey, want)
+		}
+		prev = m
 		want, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)

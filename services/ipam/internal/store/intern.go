@@ -1,24 +1,19 @@
 package store
 
 import (
-	"encoding/binary"
-
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/selector"
 )
 
 // interner makes equal strings of a load share one copy: a million
-// allocations name a hundred tenants, a few pools and namespaces, and the
-// same label keys and values over and over, and each decoded copy costs
-// its own allocation. Equal label sets share one set's storage too (a
-// namespace's labels are the same on each of its allocations, and owners'
-// often repeat). Nothing writes into a label set once made, so sharing
+// allocations name a hundred tenants, a few pools and namespaces over and
+// over, and each decoded copy costs its own allocation. Equal label sets
+// share one set (a namespace's labels are the same on each of its
+// allocations, and owners' often repeat); sets are immutable, so sharing
 // them is safe. It holds what it saw only while the load lasts.
 type interner struct {
 	strs   map[string]string
-	labels map[string]selector.Set // by labelsKey
-	key    []byte                  // labelsKey's buffer
-	kv     []string                // labelSet's buffer
+	labels map[string]selector.Set // by Set.Key
 }
 
 func newInterner() *interner {
@@ -36,36 +31,16 @@ func (in *interner) str(p *string) {
 	in.strs[*p] = *p
 }
 
-// labelSet returns the shared set equal to s, made of interned strings.
+// labelSet returns the shared set equal to s.
 func (in *interner) labelSet(s selector.Set) selector.Set {
 	if s.IsZero() {
 		return s
 	}
-	in.key = labelsKey(in.key[:0], s)
-	if shared, ok := in.labels[string(in.key)]; ok {
+	if shared, ok := in.labels[s.Key()]; ok {
 		return shared
 	}
-	in.kv = in.kv[:0]
-	for k, v := range s.All() {
-		in.str(&k)
-		in.str(&v)
-		in.kv = append(in.kv, k, v)
-	}
-	out := selector.NewSet(in.kv...)
-	in.labels[string(in.key)] = out
-	return out
-}
-
-// labelsKey appends to b an encoding of s that equal sets share: its pairs
-// in key order, each string preceded by its length.
-func labelsKey(b []byte, s selector.Set) []byte {
-	for k, v := range s.All() {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	return b
+	in.labels[s.Key()] = s
+	return s
 }
 
 // value interns the strings of a decoded state object that repeat across
