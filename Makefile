@@ -207,6 +207,7 @@ FUZZ_TARGETS := \
   services/ipam/internal/ipam:FuzzLargeCommunity \
   services/ipam/internal/planner:FuzzCommunityLiteral \
   services/ipam/internal/selector:FuzzSelectorValidate \
+  services/ipam/internal/selector:FuzzSetJSON \
   services/ipam/internal/server:FuzzAllocationRequest \
   services/ipam/internal/server:FuzzPoolRequest \
   services/ipam/internal/server:FuzzResourceNames \

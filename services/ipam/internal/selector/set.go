@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Set is an immutable label set, held compactly: one string that encodes
@@ -58,7 +59,7 @@ func NewSet(kv ...string) Set {
 }
 
 // encode returns the set of kv's pairs, whose keys are in order and unique.
-func encode(kv []string) Set {
+func encode[S ~string | ~[]byte](kv []S) Set {
 	if len(kv) == 0 {
 		return Set{}
 	}
@@ -71,7 +72,9 @@ func encode(kv []string) Set {
 	var lenBuf [binary.MaxVarintLen64]byte
 	for _, s := range kv {
 		b.Write(binary.AppendUvarint(lenBuf[:0], uint64(len(s))))
-		b.WriteString(s)
+		for i := range len(s) {
+			b.WriteByte(s[i])
+		}
 	}
 	enc := b.String()
 	return Set{enc: &enc}
@@ -189,11 +192,92 @@ func (s Set) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes a JSON object of strings, or null (the empty set).
+// An object as MarshalJSON writes it (keys in order, no escapes) is encoded
+// straight from b: a replica's load decodes a million of them. Any other
+// goes through a map.
 func (s *Set) UnmarshalJSON(b []byte) error {
+	if set, ok := decodePlain(b); ok {
+		*s = set
+		return nil
+	}
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	*s = SetOf(m)
 	return nil
+}
+
+// decodePlain decodes a JSON object whose keys are in order, unique, and
+// whose keys and values are strings without escapes. It reports false for
+// anything else, which it leaves to encoding/json.
+func decodePlain(b []byte) (Set, bool) {
+	var buf [16][]byte
+	kv := buf[:0]
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return Set{}, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return Set{}, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		var k, v []byte
+		var ok bool
+		if k, i, ok = plainString(b, i); !ok {
+			return Set{}, false
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+			return Set{}, false
+		}
+		if v, i, ok = plainString(b, skipSpace(b, i+1)); !ok {
+			return Set{}, false
+		}
+		if len(kv) > 0 && bytes.Compare(kv[len(kv)-2], k) >= 0 {
+			return Set{}, false // out of order or repeated
+		}
+		kv = append(kv, k, v)
+		if i = skipSpace(b, i); i >= len(b) {
+			return Set{}, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			if skipSpace(b, i+1) != len(b) {
+				return Set{}, false
+			}
+			return encode(kv), true
+		default:
+			return Set{}, false
+		}
+	}
+}
+
+// plainString reads the JSON string at b[i], which must hold no escape and
+// no control character, and returns its contents and the index after it.
+func plainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			if !utf8.Valid(b[i+1 : j]) {
+				return nil, i, false // encoding/json replaces invalid bytes
+			}
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, i, false
+		}
+	}
+	return nil, i, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

@@ -182,3 +182,39 @@ func TestMatchesSetIsMatches(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSetJSON decodes b as a Set and as a map[string]string: both must fail
+// or both succeed with the same labels, and the Set must encode as the map
+// does. The Set's own decoder (for objects as it writes them) and
+// encoding/json's (for the rest) must agree on every input.
+func FuzzSetJSON(f *testing.F) {
+	for _, seed := range []string{`{}`, `null`, `{"a":"1","b":"2"}`, `{"b":"2","a":"1"}`, `{"a":"1","a":"2"}`,
+		`{"a":"\u00e9"}`, `{ "a" : "1" , "b":"" }`, `{"a":1}`, `["a"]`, `{"a":"1",}`, `{"a\"b":"c"}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m map[string]string
+		errMap := json.Unmarshal(b, &m)
+		var s Set
+		errSet := json.Unmarshal(b, &s)
+		if (errMap == nil) != (errSet == nil) {
+			t.Fatalf("%q: as a map: %v; as a Set: %v", b, errMap, errSet)
+		}
+		if errMap != nil {
+			return
+		}
+		if !maps.Equal(s.Map(), m) {
+			t.Fatalf("%q: Set %v, map %v", b, s.Map(), m)
+		}
+		if m == nil {
+			m = map[string]string{} // null: a nil map encodes as null, the empty set as {}
+		}
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := json.Marshal(s); err != nil || string(got) != string(want) {
+			t.Fatalf("%q: Set encodes %s (%v), the map %s", b, got, err, want)
+		}
+	})
+}
