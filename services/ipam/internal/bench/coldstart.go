@@ -469,6 +469,9 @@ func (d *IPAMD) Conn() *grpc.ClientConn { return d.p.conn }
 // RSS returns the ipamd's VmRSS in MiB.
 func (d *IPAMD) RSS() (float64, error) { return vmRSS(d.p.cmd.Process.Pid) }
 
+// CPU returns the CPU time (user and system) the ipamd has used.
+func (d *IPAMD) CPU() (time.Duration, error) { return cpuTime(d.p.cmd.Process.Pid) }
+
 // Exited is closed when the ipamd has exited.
 func (d *IPAMD) Exited() <-chan struct{} { return d.p.exited }
 

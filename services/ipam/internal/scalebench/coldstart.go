@@ -204,10 +204,11 @@ func coldMeasure(ctx context.Context, cfg Config, client *store.Client, endpoint
 		order = []*binary{before, after, before, after}
 	}
 	for _, b := range order {
-		lat, rare, err := listOn(ctx, b.path, endpoint)
+		lat, rare, quiet, err := listOn(ctx, b.path, endpoint)
 		if err != nil {
 			return row, err
 		}
+		fmt.Fprintf(cfg.Log, "%s stored: %s quiet %v after it served (CPU under 10%% of a core over 1 s; at most 60 s)\n", sizeName(size), b.path, quiet.Round(100*time.Millisecond))
 		b.lat, b.rare = append(b.lat, lat...), append(b.rare, rare...)
 	}
 	if before != nil {
@@ -254,13 +255,13 @@ func coldStarts(ctx context.Context, cfg Config, ipamd, endpoint string, trials 
 	return nil
 }
 
-// listOn starts the ipamd binary once more and times its list pages (see
-// listPages).
-func listOn(ctx context.Context, ipamd, endpoint string) (lat, rare []time.Duration, err error) {
+// listOn starts the ipamd binary once more, waits until it serves and has
+// gone quiet (see settle), and times its list pages (see listPages).
+func listOn(ctx context.Context, ipamd, endpoint string) (lat, rare []time.Duration, quiet time.Duration, err error) {
 	for try := range portTries {
 		d, err := bench.StartIPAMD(ipamd, endpoint)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		lctx, cancel := context.WithCancel(ctx)
 		go func() {
@@ -270,31 +271,71 @@ func listOn(ctx context.Context, ipamd, endpoint string) (lat, rare []time.Durat
 			case <-lctx.Done():
 			}
 		}()
-		lat, rare, err = listPages(lctx, clientsOf(d).allocs)
+		allocs := clientsOf(d).allocs
+		_, err = allocs.ListAllocations(lctx, &ipamv1.ListAllocationsRequest{Parent: "tenants/-", PageSize: 1}) // waits for the replica
+		if err == nil {
+			quiet, err = settle(lctx, d)
+		}
+		if err == nil {
+			lat, rare, err = listPages(lctx, allocs)
+		}
 		cancel()
 		err = errors.Join(err, d.Stop())
 		if err == nil {
-			return lat, rare, nil
+			return lat, rare, quiet, nil
 		}
 		if !portTaken(err) || try == portTries-1 {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
-	return nil, nil, nil
+	return nil, nil, 0, nil
+}
+
+// settle waits until the ipamd's CPU use over a second falls under a tenth
+// of a core, or 60 s have passed: a replica that has just loaded its state
+// still builds its plans and returns the load's garbage for a while, and
+// the pages are timed on a replica at rest, as most pages are served. It
+// returns how long it waited.
+func settle(ctx context.Context, d *bench.IPAMD) (time.Duration, error) {
+	const window, quiet, most = time.Second, 100 * time.Millisecond, 60 * time.Second
+	last, err := d.CPU()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for time.Since(t0) < most {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(window):
+		}
+		now, err := d.CPU()
+		if err != nil {
+			return 0, err
+		}
+		if now-last < quiet {
+			break
+		}
+		last = now
+	}
+	return time.Since(t0), nil
 }
 
 // coldRareFilter selects one allocation in coldRareEvery.
 const coldRareFilter = `labels.tier = "canary"`
 
+// listTimed is how many pages listPages times per walk: walks start again
+// from their first page until they have, so that every size has as many
+// (at 1k a walk has 10 pages) and a p99 is not the slowest page or two.
+const listTimed = 300
+
 // listPages times pages of 100 of ListAllocations, walking with page
 // tokens: every tenant's (parent tenants/-), one tenant's, and one
-// tenant's in one pool (a filter matching a tenth of them); and apart,
-// rare, every tenant's with a filter matching one allocation in
-// coldRareEvery (whose pages may be short: the figure is a page's cost).
-// The first call of each walk is left out (it waits for the replica to
-// serve).
+// tenant's in one pool (a filter matching a tenth of them), listTimed
+// pages each; and apart, rare, every tenant's with a filter matching one
+// allocation in coldRareEvery (whose pages may be short: the figure is a
+// page's cost), 40 pages. The first call of each walk is left out.
 func listPages(ctx context.Context, allocs ipamv1.AllocationServiceClient) (lat, rare []time.Duration, err error) {
-	const pages = 40
 	walks := []*ipamv1.ListAllocationsRequest{
 		{Parent: "tenants/-", PageSize: 100},
 		{Parent: "tenants/" + coldTenantID(7), PageSize: 100},
@@ -302,11 +343,15 @@ func listPages(ctx context.Context, allocs ipamv1.AllocationServiceClient) (lat,
 		{Parent: "tenants/-", PageSize: 100, Filter: coldRareFilter},
 	}
 	for w, req := range walks {
-		if _, err := allocs.ListAllocations(ctx, req); err != nil { // warm up; waits for the replica
+		if _, err := allocs.ListAllocations(ctx, req); err != nil { // warm up
 			return nil, nil, fmt.Errorf("list %v: %w", req, err)
 		}
+		timed := listTimed
+		if w == len(walks)-1 {
+			timed = 40
+		}
 		token := ""
-		for range pages {
+		for range timed {
 			req.PageToken = token
 			t0 := time.Now()
 			resp, err := allocs.ListAllocations(ctx, req)
@@ -318,9 +363,7 @@ func listPages(ctx context.Context, allocs ipamv1.AllocationServiceClient) (lat,
 			} else {
 				lat = append(lat, time.Since(t0))
 			}
-			if token = resp.GetNextPageToken(); token == "" {
-				break
-			}
+			token = resp.GetNextPageToken() // "": the walk starts again
 		}
 	}
 	return lat, rare, nil
