@@ -113,6 +113,11 @@ func newLab(t *testing.T) *lab {
 				out, _ := cmd.CombinedOutput()
 				t.Logf("---- %s ----\n%s", s, out)
 			}
+			// FRR's own view of its sessions and routes: its log holds only
+			// watchfrr's start (the BFD flake of docs/operating.md).
+			out, _ := l.exec("router", "vtysh", "-c", "show bgp summary", "-c", "show bfd peers brief",
+				"-c", "show bgp ipv4 unicast", "-c", "show bgp ipv6 unicast")
+			t.Logf("---- router: vtysh ----\n%s", out)
 		}
 		if out, err := l.compose("down", "-v"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
