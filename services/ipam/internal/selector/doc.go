@@ -10,5 +10,5 @@
 // Callers convert the API's LabelSelector messages into Selector values, call
 // Validate once when the selector is written, and Matches when it is used.
 // A Set is a label set held compactly, as an allocation keeps its owner's
-// labels; MatchesSet matches it as Matches matches a map.
+// labels; AnyMatchesSet matches it as AnyMatches matches a map.
 package selector

@@ -84,10 +84,6 @@ func AnyMatches(sels []Selector, labels map[string]string) bool {
 	return anyMatches(sels, mapLabels(labels))
 }
 
-// MatchesSet reports whether labels satisfy every term of s, as Matches does
-// for a map.
-func (s Selector) MatchesSet(labels Set) bool { return matches(s, labels) }
-
 // AnyMatchesSet reports whether at least one of sels matches labels, as
 // AnyMatches does for a map.
 func AnyMatchesSet(sels []Selector, labels Set) bool { return anyMatches(sels, labels) }

@@ -112,15 +112,6 @@ func (s Set) encoding() string {
 	return *s.enc
 }
 
-// Len returns the number of labels.
-func (s Set) Len() int {
-	n := 0
-	for range s.All() {
-		n++
-	}
-	return n
-}
-
 // IsZero reports whether the set is empty (for JSON's omitzero).
 func (s Set) IsZero() bool { return s.encoding() == "" }
 

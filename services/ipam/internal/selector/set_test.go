@@ -34,8 +34,8 @@ func TestSet(t *testing.T) {
 			if diff := cmp.Diff(tt.want, tt.set.Map()); diff != "" {
 				t.Errorf("Map(): -want +got\n%s", diff)
 			}
-			if got := tt.set.Len(); got != tt.wantLen {
-				t.Errorf("Len() = %d, want %d", got, tt.wantLen)
+			if got := len(tt.set.Map()); got != tt.wantLen {
+				t.Errorf("%d labels, want %d", got, tt.wantLen)
 			}
 			if got := tt.set.IsZero(); got != (tt.wantLen == 0) {
 				t.Errorf("IsZero() = %v with %d labels", got, tt.wantLen)
@@ -136,8 +136,8 @@ func TestSetJSONInAStruct(t *testing.T) {
 	}
 }
 
-// MatchesSet and AnyMatchesSet agree with Matches and AnyMatches on the
-// equal map, for random selectors and label sets.
+// AnyMatchesSet agrees with Matches (of one selector) and AnyMatches on
+// the equal map, for random selectors and label sets.
 func TestMatchesSetIsMatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	keys, values := []string{"app", "team", "zone", "tier"}, []string{"a", "b", ""}
@@ -173,8 +173,8 @@ func TestMatchesSetIsMatches(t *testing.T) {
 			sels[j] = selector()
 		}
 		for _, s := range sels {
-			if got, want := s.MatchesSet(SetOf(m)), s.Matches(m); got != want {
-				t.Fatalf("case %d: %+v MatchesSet(%v) = %v, Matches = %v", i, s, m, got, want)
+			if got, want := AnyMatchesSet([]Selector{s}, SetOf(m)), s.Matches(m); got != want {
+				t.Fatalf("case %d: %+v matches %v as a Set: %v, as a map: %v", i, s, m, got, want)
 			}
 		}
 		if got, want := AnyMatchesSet(sels, SetOf(m)), AnyMatches(sels, m); got != want {
