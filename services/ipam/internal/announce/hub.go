@@ -30,6 +30,9 @@ type Hub struct {
 	mu       sync.Mutex
 	sessions map[string]map[*Session]struct{} // by tenant
 	leader   atomic.Bool
+	// fence is the condition, while this replica leads, that it still
+	// does (see LeadOwners): every owner write carries it.
+	fence atomic.Pointer[ipam.Cond]
 
 	// planned are the tenants' last plans, used by plan (Run's goroutine)
 	// only.
@@ -310,13 +313,15 @@ func planFor(plans map[string]*ipam.NodePlan, s *Session) (*ipam.NodePlan, bool)
 // and several transactions in flight let etcd put many into one raft round
 // and one fsync (see docs/performance.md, "Reconnects and L2 moves": a node
 // holding 10,000 addresses dies). Shards hold distinct addresses, so their
-// order does not matter; each set stays conditional on the one it
-// replaces, so a replica that lost the election writes nothing.
+// order does not matter. Each set stays conditional on the one it
+// replaces, and every change on the election (the fence), so a replica
+// that lost the election writes nothing: a set's condition alone would
+// not stop it where the new leader has not rewritten that set yet.
 const ownerWriters = 32
 
 // legacyChunk is how many per-address records of an earlier version one
-// change deletes (a condition and a deletion each).
-const legacyChunk = 64
+// change deletes (a condition and a deletion each, and the fence).
+const legacyChunk = 63
 
 // recordOwners commits the L2 owners the planner chooses for the whole
 // tenant where they differ from the recorded ones (a full plan), and
@@ -353,10 +358,15 @@ func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWri
 	}
 	oc := h.state.ownerChanges(tenant, writes, w, migrate)
 	h.recordedMu.Unlock()
+	fence := h.fence.Load()
+	if fence == nil {
+		return nil // no longer leading: the next leader records them
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(ownerWriters)
 	for _, sc := range oc.sets {
 		g.Go(func() error {
+			sc.change.Conds = append(sc.change.Conds, *fence)
 			rev, _, err := h.store.Commit(gctx, sc.change)
 			if err != nil {
 				return err
@@ -377,7 +387,7 @@ func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWri
 	g.SetLimit(ownerWriters)
 	for chunk := range slices.Chunk(oc.legacy, legacyChunk) {
 		g.Go(func() error {
-			var ch ipam.Change
+			ch := ipam.Change{Conds: []ipam.Cond{*fence}}
 			for _, e := range chunk {
 				ref := ipam.Ref{Kind: ipam.KindL2Owner, ID: tenant + "/" + e.addr.String()}
 				ch.Conds = append(ch.Conds, ipam.Cond{Ref: ref, Rev: e.rev})
@@ -399,8 +409,13 @@ func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWri
 }
 
 // LeadOwners makes this replica the one that records L2 owners until ctx
-// is done (it runs while the replica holds the election).
-func (h *Hub) LeadOwners(ctx context.Context) error {
+// is done (it runs while the replica holds the election). Every owner write
+// carries fence, the condition that it still holds the election: a replica
+// that lost it without noticing yet (it was paused while its lease ran
+// out) writes nothing.
+func (h *Hub) LeadOwners(ctx context.Context, fence ipam.Cond) error {
+	h.fence.Store(&fence)
+	defer h.fence.Store(nil)
 	h.leader.Store(true)
 	defer h.leader.Store(false)
 	h.forgetRecorded()

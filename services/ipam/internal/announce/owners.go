@@ -265,9 +265,10 @@ func (s *State) ownerChanges(tenant string, writes []ownerWrite, w *written, mig
 }
 
 // maxSetOps is the most sets one change writes: each is a condition and a
-// write, so two such changes fit one etcd transaction at its default
-// --max-txn-ops of 128 (the store merges queued changes into transactions).
-const maxSetOps = 64
+// write, and the change also compares the fence (see Hub.LeadOwners), so
+// two such changes fit one etcd transaction at its default --max-txn-ops
+// of 128 (the store merges queued changes into transactions).
+const maxSetOps = 63
 
 // shardDrafts returns the new contents of the sets of one shard that
 // writes change, from view (the shard's sets; legacy gives the owner of an

@@ -56,6 +56,11 @@ func (c committed) Commit(ctx context.Context, ch ipam.Change) (int64, []ipam.Ev
 }
 
 func newLab(t *testing.T) *lab {
+	return newLabWrapped(t, func(c Committer) Committer { return c })
+}
+
+// newLabWrapped is newLab with the Hub's commits going through wrap.
+func newLabWrapped(t *testing.T, wrap func(Committer) Committer) *lab {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -65,8 +70,7 @@ func newLab(t *testing.T) *lab {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	l := &lab{t: t, ctx: ctx, st: store.New(emb.Client(), logger, store.Options{}), state: NewState()}
-	l.hub = NewHub(l.state, committed{l.st, &l.written}, logger)
-	l.hub.leader.Store(true)
+	l.hub = NewHub(l.state, wrap(committed{l.st, &l.written}), logger)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.st.Run(runCtx) })
@@ -77,7 +81,43 @@ func newLab(t *testing.T) *lab {
 		})
 	})
 	t.Cleanup(func() { stop(); wg.Wait(); emb.Close() })
+	l.elect(l.hub, "l2owners")
 	return l
+}
+
+// elect makes hub the one that records L2 owners, as the winner of the
+// named election (each hub of a test its own), until the test ends.
+func (l *lab) elect(hub *Hub, election string) {
+	l.t.Helper()
+	ctx, stop := context.WithCancel(l.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.st.Campaign(ctx, election, "lab", hub.LeadOwners) })
+	l.t.Cleanup(func() { stop(); wg.Wait() })
+	deadline := time.Now().Add(wait)
+	for !hub.leader.Load() {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("not elected within %s", wait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lostFence returns the fence of an election won and lost: the
+// condition a replica that lost it without noticing would write with.
+func (l *lab) lostFence() ipam.Cond {
+	l.t.Helper()
+	ctx, stop := context.WithCancel(l.ctx)
+	defer stop()
+	var fence ipam.Cond
+	err := l.st.Campaign(ctx, "lost", "lab", func(_ context.Context, f ipam.Cond) error {
+		fence = f
+		stop() // resign, and campaign no more
+		return nil
+	})
+	if err != nil || fence.Rev == 0 {
+		l.t.Fatalf("campaign: %v, fence %+v", err, fence)
+	}
+	return fence
 }
 
 // commit writes a change through the store and waits for the state to

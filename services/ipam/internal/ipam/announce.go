@@ -221,6 +221,16 @@ type L2OwnerSet struct {
 	Addrs []netip.Addr `json:"addrs"`
 }
 
+// Leadership is the key an elected replica holds in an election, stored as
+// "election/lease" and written by etcd's election recipe: its value is the
+// replica's ID, not JSON. It exists while the replica's lease lasts, so a
+// change that compares it (a fence: its revision as the replica won) fails
+// once another replica may have been elected, even where every other
+// condition of the change still holds.
+type Leadership struct {
+	Holder string
+}
+
 // L2OwnerSetID returns the ID of a tenant's owner set.
 func L2OwnerSetID(tenant, node string, shard int) string {
 	return tenant + "/" + node + "/" + strconv.Itoa(shard)

@@ -46,6 +46,9 @@ const (
 	// KindL2OwnerSet records the L2 addresses one node answers for in one
 	// shard of a tenant's addresses (see L2OwnerSet).
 	KindL2OwnerSet
+	// KindLeadership is a replica's key in an election (see Leadership): a
+	// change that compares it commits only while that replica still leads.
+	KindLeadership
 )
 
 // Ref names one stored object: its kind and its ID within the kind (a pool's

@@ -48,6 +48,8 @@ func NewValue(k Kind) any {
 		return new(TenantGuard)
 	case KindGlobalGroup:
 		return new(GlobalGroup)
+	case KindLeadership:
+		return new(Leadership)
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ func encode(k ipam.Kind, v any) ([]byte, error) {
 
 // decode parses a stored value of the given kind.
 func decode(k ipam.Kind, b []byte) (any, error) {
+	if k == ipam.KindLeadership {
+		return &ipam.Leadership{Holder: string(b)}, nil // etcd's recipe writes it raw
+	}
 	v := ipam.NewValue(k)
 	if v == nil {
 		return nil, fmt.Errorf("store: unknown kind %d", k)

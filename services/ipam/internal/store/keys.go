@@ -36,6 +36,7 @@ const (
 	guardsPrefix    = statePrefix + "tenantguards/"
 	groupsPrefix    = statePrefix + "globalgroups/"
 	secretPrefix    = root + "secrets/"
+	electionsPrefix = root + "elections/"
 )
 
 // kindPrefix returns the key prefix of a kind.
@@ -85,6 +86,8 @@ func kindPrefix(k ipam.Kind) string {
 		return cnodesPrefix
 	case ipam.KindGlobalGroup:
 		return groupsPrefix
+	case ipam.KindLeadership:
+		return electionsPrefix
 	}
 	panic(fmt.Sprintf("store: unknown kind %d", k)) // a programming error, never input
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,8 +230,17 @@ func (t *Tie) Delete(ctx context.Context) error {
 
 // Campaign blocks until this replica leads the named election, then calls
 // lead with a context that is cancelled when leadership is lost or ctx is
-// done. It campaigns again after losing, until ctx is done.
-func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx context.Context) error) error {
+// done, and a fence: the condition that this replica's key in the election
+// is the one it won with. It campaigns again after losing, until ctx is
+// done.
+//
+// The context alone does not stop a leader that lost from writing: it is
+// cancelled only once this replica sees its lease lost, which a replica
+// that was paused (a stopped process, a stalled VM) sees seconds after the
+// others elected another. A change that must come from the leader carries
+// the fence among its conditions: its key goes with the lease, so such a
+// change fails with ipam.ErrConflict from the moment another could lead.
+func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx context.Context, fence ipam.Cond) error) error {
 	for {
 		err := s.campaignOnce(ctx, name, id, lead)
 		select {
@@ -247,13 +257,13 @@ func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx con
 	}
 }
 
-func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx context.Context) error) error {
+func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx context.Context, fence ipam.Cond) error) error {
 	sess, err := concurrency.NewSession(s.client, concurrency.WithTTL(2), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("store: election session: %w", err)
 	}
 	defer func() { _ = sess.Close() }()
-	el := concurrency.NewElection(sess, root+"elections/"+name)
+	el := concurrency.NewElection(sess, electionsPrefix+name)
 	// Campaign waits on an etcd watch, which the client does not end on
 	// ctx while it is reconnecting to an etcd that does not answer: wait
 	// on ctx too. The abandoned call ends when the client closes.
@@ -276,7 +286,8 @@ func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx
 		case <-lctx.Done():
 		}
 	}()
-	err = lead(lctx)
+	fence := ipam.Cond{Ref: ipam.Ref{Kind: ipam.KindLeadership, ID: strings.TrimPrefix(el.Key(), electionsPrefix)}, Rev: el.Rev()}
+	err = lead(lctx, fence)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer rcancel()
 	_ = el.Resign(rctx)
