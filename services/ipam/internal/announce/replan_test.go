@@ -69,7 +69,9 @@ func newLabWrapped(t *testing.T, wrap func(Committer) Committer) *lab {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	l := &lab{t: t, ctx: ctx, st: store.New(emb.Client(), logger, store.Options{}), state: NewState()}
+	// The election's lease outlasts any stall of a loaded machine: a hub
+	// that lost it mid-test would record nothing.
+	l := &lab{t: t, ctx: ctx, st: store.New(emb.Client(), logger, store.Options{ElectionTTL: time.Minute}), state: NewState()}
 	l.hub = NewHub(l.state, wrap(committed{l.st, &l.written}), logger)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -258,7 +258,7 @@ func (s *Store) Campaign(ctx context.Context, name, id string, lead func(ctx con
 }
 
 func (s *Store) campaignOnce(ctx context.Context, name, id string, lead func(ctx context.Context, fence ipam.Cond) error) error {
-	sess, err := concurrency.NewSession(s.client, concurrency.WithTTL(2), concurrency.WithContext(ctx))
+	sess, err := concurrency.NewSession(s.client, concurrency.WithTTL(int(max(s.opts.ElectionTTL/time.Second, 1))), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("store: election session: %w", err)
 	}

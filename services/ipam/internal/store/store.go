@@ -46,6 +46,10 @@ type Options struct {
 	// instead of holding the caller until its own deadline, and a commit
 	// worker never waits on a dead etcd forever. Watches are not bounded.
 	CallTimeout time.Duration
+	// ElectionTTL is the lease of a replica's key in an election (see
+	// Campaign; default 2s, etcd's lease granularity is seconds): how long
+	// after a leader stops renewing it another may be elected.
+	ElectionTTL time.Duration
 }
 
 // Store reads and writes IPAM state in etcd.
@@ -109,6 +113,9 @@ func New(client *Client, logger *slog.Logger, opts Options) *Store {
 	}
 	if opts.AuditTTL <= 0 {
 		opts.AuditTTL = 30 * 24 * time.Hour
+	}
+	if opts.ElectionTTL <= 0 {
+		opts.ElectionTTL = 2 * time.Second
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 5 * time.Second
