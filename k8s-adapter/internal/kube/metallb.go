@@ -317,6 +317,26 @@ func (m *metallbSync) importAll(ctx context.Context) error {
 
 var allFields = &fieldmaskpb.FieldMask{Paths: []string{"*"}}
 
+// poolIDTaken is an IPAddressPool whose IPAM pool ID is a pool that is
+// not this tenant's IPAddressPool: pool IDs are "{tenant}-{name}", so
+// tenant "a-b"'s pool "c" and tenant "a"'s pool "b-c" are both "a-b-c".
+// Nothing is overwritten; the IPAddressPool stays out of the IPAM until it
+// is renamed.
+type poolIDTaken struct {
+	id     string
+	tenant string // the tenant whose IPAddressPool the pool is; "" unknown (made otherwise, or not readable)
+	err    error  // the IPAM's refusal
+}
+
+func (e *poolIDTaken) Error() string {
+	if e.tenant != "" {
+		return fmt.Sprintf("IPAM pool ID %q is already tenant %q's IPAddressPool (pool IDs are {tenant}-{name}, and the two give the same ID); rename this IPAddressPool", e.id, e.tenant)
+	}
+	return fmt.Sprintf("IPAM pool ID %q is already another pool (pool IDs are {tenant}-{name}: another tenant's IPAddressPool can give the same ID, or the pool was made by other means); rename this IPAddressPool", e.id)
+}
+
+func (e *poolIDTaken) Unwrap() error { return e.err }
+
 func owned(id string) bool { return strings.HasPrefix(id, metallb.ResourcePrefix) }
 
 func lastPart(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
@@ -339,6 +359,18 @@ func (m *metallbSync) poolKind(tenant string) kindOps[*ipamv1.Pool] {
 		},
 		create: func(ctx context.Context, id string, p *ipamv1.Pool) error {
 			_, err := pc.CreatePool(ctx, &ipamv1.CreatePoolRequest{PoolId: id, Pool: p})
+			if lb.ReasonOf(err) == "ALREADY_EXISTS" {
+				// Not this tenant's IPAddressPool (those were listed):
+				// say whose it is.
+				taken := &poolIDTaken{id: id, err: err}
+				if got, gerr := pc.GetPool(ctx, &ipamv1.GetPoolRequest{Name: "pools/" + id}); gerr == nil {
+					labels := got.GetPool().GetLabels()
+					if labels[metallb.LabelSource] == metallb.SourceValue {
+						taken.tenant = labels[metallb.LabelTenant]
+					}
+				}
+				return taken
+			}
 			return err
 		},
 		update: func(ctx context.Context, id string, p *ipamv1.Pool) error {
@@ -615,6 +647,10 @@ func (m *metallbSync) explain(err error) (string, string) {
 	var se *metallb.SpecError
 	if errors.As(err, &se) {
 		return reason.InvalidSpec, se.Error()
+	}
+	var taken *poolIDTaken
+	if errors.As(err, &taken) {
+		return reason.PoolIDTaken, taken.Error()
 	}
 	return lb.Explain(err, m.c.cfg.Tenant)
 }

@@ -349,6 +349,47 @@ spec:
 		l2, err := ipam.Announcements.ListL2Advertisements(ctx, &ipamv1.ListL2AdvertisementsRequest{Parent: parent})
 		return err == nil && len(l2.GetL2Advertisements()) == 1, fmt.Sprint(l2, err)
 	})
+
+	// An IPAddressPool whose pool ID is another tenant's IPAddressPool
+	// (tenant "tN-shared"'s "pool" and this tenant's "shared-pool" are
+	// both "tN-shared-pool") is refused, naming that tenant, and the other
+	// pool is left as it is.
+	other := e.tenant + "-shared"
+	foreign := e.tenant + "-shared-pool"
+	if _, err := ipam.Pools.CreatePool(ctx, &ipamv1.CreatePoolRequest{PoolId: foreign, Pool: &ipamv1.Pool{
+		Ranges: []string{e.v6(7)}, Tenants: []string{other},
+		Labels: map[string]string{"beacon.io/tenant": other, "beacon.io/source": "metallb"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = ipam.Pools.DeletePool(context.Background(), &ipamv1.DeletePoolRequest{Name: "pools/" + foreign, Force: true})
+	})
+	if _, err := cluster.Kubectl(ctx, strings.NewReplacer("NS", mns, "RANGE", e.v6(8)).Replace(`
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: shared-pool, namespace: NS}
+spec:
+  addresses: [RANGE]
+`), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "shared-pool to be refused as a taken ID", func() (bool, string) {
+		u, err := pools.Get(ctx, "shared-pool", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		c := fmt.Sprint(conds)
+		return syncedIs(u, "False") && strings.Contains(c, "PoolIDTaken") && strings.Contains(c, fmt.Sprintf("tenant %q", other)), c
+	})
+	got, err := ipam.Pools.GetPool(ctx, &ipamv1.GetPoolRequest{Name: "pools/" + foreign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{e.v6(7)}, got.GetPool().GetRanges()); diff != "" {
+		t.Errorf("the other tenant's pool's ranges (-want +got):\n%s", diff)
+	}
 }
 
 func syncedIs(u *unstructured.Unstructured, status string) bool {

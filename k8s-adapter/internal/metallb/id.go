@@ -20,7 +20,10 @@ const maxID = 63
 // namespace/name in tenant's cluster. Pools are global in the IPAM, so the
 // ID starts with the tenant: "{tenant}-{name}" when that is a valid ID,
 // else a cleaned and shortened form of it with a hash of
-// tenant/namespace/name, so that two pools never share an ID.
+// tenant/namespace/name. Two tenants' pools can still share an ID (tenant
+// "a-b"'s "c" and tenant "a"'s "b-c"): the IPAM refuses the second, and
+// the adapter says so (PoolIDTaken). The IDs cannot change without moving
+// every existing pool's addresses.
 func PoolID(tenant, namespace, name string) string {
 	return makeID(tenant+"-", tenant+"/"+namespace+"/"+name, name)
 }

@@ -66,6 +66,10 @@ const (
 	// InvalidSpec: the resource's spec is malformed (a bad CIDR, a reversed
 	// range, an unknown field value).
 	InvalidSpec = "InvalidSpec"
+	// PoolIDTaken: the IPAM pool ID an IPAddressPool maps to
+	// ("{tenant}-{name}") is another cluster's pool (tenant "a-b"'s pool
+	// "c" and tenant "a"'s pool "b-c" are both "a-b-c").
+	PoolIDTaken = "PoolIDTaken"
 )
 
 // Reasons for what the IPAM refused or failed to do, on Events and
@@ -128,6 +132,7 @@ var meaning = map[string]string{
 	PartlySupported:        "the MetalLB resource is in the IPAM, some fields ignored",
 	ImportFailed:           "the MetalLB resource could not be applied to the IPAM",
 	InvalidSpec:            "the MetalLB resource's spec is malformed",
+	PoolIDTaken:            "the IPAddressPool's IPAM pool ID is another tenant's pool",
 	AddressInUse:           "a requested address is held by another Service",
 	AddressHeld:            "a requested address is kept for a deleted Service until its hold ends",
 	AddressNotInPool:       "a requested address is in no pool",
