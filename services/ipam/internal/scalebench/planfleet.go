@@ -116,7 +116,7 @@ func changeAlloc(c int) *ipam.Allocation {
 func measurePlanning(ctx context.Context, client *store.Client, logger *slog.Logger, sz planSize, row *planRow) (err error) {
 	// Reading a million objects at once takes longer than an etcd call
 	// may by default, on a busy machine.
-	st := store.New(client, logger, store.Options{CallTimeout: loadTimeout})
+	st := store.New(client, logger, store.Options{CallTimeout: loadTimeout, ElectionTTL: time.Minute})
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
