@@ -343,7 +343,12 @@ func (s *guardedStream) RecvMsg(m any) error {
 }
 
 func (s *guardedStream) SendMsg(m any) error {
-	msg, _ := m.(proto.Message)
+	msg, ok := m.(proto.Message)
+	if !ok && m != nil && (s.acc == Own || s.acc == OwnPools || s.acc == OwnPool) {
+		// A message encoded beforehand (grpc.PreparedMsg) cannot be
+		// checked: never sent where responses are.
+		return status.Errorf(codes.Internal, "%s: a response the access guard cannot check", s.method)
+	}
 	if err := s.g.checkResponse(s.c, s.acc, msg); err != nil {
 		return s.g.refuseCheck(s.ctx, s.c, s.method, err)
 	}

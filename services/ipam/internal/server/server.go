@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -115,6 +116,9 @@ type Server struct {
 	pages    pager
 	stopping chan struct{} // closed by StopStreams
 	stopOnce sync.Once
+	// encoding bounds the announcer snapshots encoded at once (see
+	// announcerStream.SendUpdate).
+	encoding chan struct{}
 }
 
 // New returns a Server.
@@ -128,7 +132,8 @@ func New(d Deps, logger *slog.Logger) *Server {
 	if d.ListScanMax <= 0 {
 		d.ListScanMax = listScanMax
 	}
-	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leases: d.Leases, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{})}
+	return &Server{w: d.Writer, r: d.Reader, usage: d.Usage, creations: d.Creations, lister: d.Lister, listRound: d.ListRound, listMax: d.ListScanMax, hub: d.Hub, leases: d.Leases, announced: d.Announced, heartbeat: d.Heartbeat, logger: logger, stopping: make(chan struct{}),
+		encoding: make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))}
 }
 
 // errStopping ends the long-lived streams of a replica that is stopping.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -114,12 +115,32 @@ func (a *announcerStream) SendUpdate(u subscription.Update) error {
 	known := func(addr netip.Addr) bool {
 		return a.s.announced != nil && a.s.announced.Known(u.Tenant, u.Node, addr)
 	}
-	if u.Snapshot != nil {
-		resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(u.Tenant, u.Snapshot, known)}
-	} else {
+	if u.Snapshot == nil {
 		resp.Body = &ipamv1.SubscribeResponse_Change{Change: deltaToProto(u.Tenant, u.Change, known)}
+		return a.stream.Send(resp)
 	}
-	return a.stream.Send(resp)
+	// A snapshot is a node's whole plan (60,000 routes is 6 MB), and many
+	// nodes take theirs at once when they connect. Encoded all at once,
+	// they leave every other goroutine of the replica, its lease's
+	// keep-alive among them, waiting its turn behind hundreds of
+	// encoders: on 2 cores, 300 snapshots lost the replica its 2 s lease
+	// (docs/performance.md, "One very large tenant"). So snapshots are
+	// built and encoded about one per core at a time, and sent (which may
+	// wait on a slow node) outside that bound.
+	ctx := a.stream.Context()
+	select {
+	case a.s.encoding <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	resp.Body = &ipamv1.SubscribeResponse_Snapshot{Snapshot: planToProto(u.Tenant, u.Snapshot, known)}
+	var msg grpc.PreparedMsg
+	err := msg.Encode(a.stream, resp)
+	<-a.s.encoding
+	if err != nil {
+		return err
+	}
+	return a.stream.SendMsg(&msg)
 }
 
 func (a *announcerStream) SendHeartbeat(ack *subscription.Ack) error {
