@@ -43,14 +43,7 @@ func TestImportKeepsUp(t *testing.T) {
 	}
 	pools := dynamicClient(t).Resource(poolGVR).Namespace(mns)
 	apply(`{apiVersion: metallb.io/v1beta1, kind: IPAddressPool, metadata: {name: bad, namespace: NS}, spec: {addresses: [BAD]}}`)
-	waitFor(t, "bad to be refused", func() (bool, string) {
-		u, err := pools.Get(ctx, "bad", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		return syncedIs(u, "False") && strings.Contains(fmt.Sprint(conds), "PoolOverlap"), fmt.Sprint(conds)
-	})
+	waitRefused(t, pools, "bad", "PoolOverlap")
 
 	apply(`{apiVersion: metallb.io/v1beta1, kind: IPAddressPool, metadata: {name: good, namespace: NS}, spec: {addresses: [GOOD], autoAssign: false}}`)
 	e.create(e.svc("web", func(s *corev1.Service) { s.Annotations = map[string]string{"metallb.io/address-pool": "good"} }))

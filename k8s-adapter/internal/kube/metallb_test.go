@@ -313,14 +313,7 @@ spec:
 `, "NS", mns), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "overlap to be refused in its status", func() (bool, string) {
-		u, err := pools.Get(ctx, "overlap", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		return syncedIs(u, "False") && strings.Contains(fmt.Sprint(conds), "PoolOverlap"), fmt.Sprint(conds)
-	})
+	waitRefused(t, pools, "overlap", "PoolOverlap")
 	waitFor(t, "an ImportFailed event on overlap", func() (bool, string) {
 		evs, err := k8s.CoreV1().Events(mns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=overlap"})
 		if err != nil {
@@ -374,15 +367,7 @@ spec:
 `), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "shared-pool to be refused as a taken ID", func() (bool, string) {
-		u, err := pools.Get(ctx, "shared-pool", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		c := fmt.Sprint(conds)
-		return syncedIs(u, "False") && strings.Contains(c, "PoolIDTaken") && strings.Contains(c, fmt.Sprintf("tenant %q", other)), c
-	})
+	waitRefused(t, pools, "shared-pool", "PoolIDTaken", fmt.Sprintf("tenant %q", other))
 	got, err := ipam.Pools.GetPool(ctx, &ipamv1.GetPoolRequest{Name: "pools/" + foreign})
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +375,26 @@ spec:
 	if diff := cmp.Diff([]string{e.v6(7)}, got.GetPool().GetRanges()); diff != "" {
 		t.Errorf("the other tenant's pool's ranges (-want +got):\n%s", diff)
 	}
+}
+
+// waitRefused waits until the IPAddressPool name's status says Synced
+// False, with each of want in its conditions (a reason, words of the
+// message).
+func waitRefused(t *testing.T, pools dynamic.ResourceInterface, name string, want ...string) {
+	t.Helper()
+	waitFor(t, name+" to be refused in its status", func() (bool, string) {
+		u, err := pools.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		c := fmt.Sprint(conds)
+		ok := syncedIs(u, "False")
+		for _, w := range want {
+			ok = ok && strings.Contains(c, w)
+		}
+		return ok, c
+	})
 }
 
 func syncedIs(u *unstructured.Unstructured, status string) bool {

@@ -350,6 +350,10 @@ func (h *Hub) recordOwners(ctx context.Context, tenant string, in *planner.Input
 // load etcd while it is busiest). migrate: also rewrite every per-address
 // record into a set.
 func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWrite, migrate bool) error {
+	fence := h.fence.Load()
+	if fence == nil {
+		return nil // no longer leading: the next leader records them
+	}
 	h.recordedMu.Lock()
 	w := h.recorded[tenant]
 	if w == nil {
@@ -358,10 +362,6 @@ func (h *Hub) commitOwners(ctx context.Context, tenant string, writes []ownerWri
 	}
 	oc := h.state.ownerChanges(tenant, writes, w, migrate)
 	h.recordedMu.Unlock()
-	fence := h.fence.Load()
-	if fence == nil {
-		return nil // no longer leading: the next leader records them
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(ownerWriters)
 	for _, sc := range oc.sets {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/beaconlb/beacon/pkg/testwait"
 	"github.com/beaconlb/beacon/services/ipam/internal/addrspace"
 	"github.com/beaconlb/beacon/services/ipam/internal/ipam"
 	"github.com/beaconlb/beacon/services/ipam/internal/planner"
@@ -95,13 +96,7 @@ func (l *lab) elect(hub *Hub, election string) {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.st.Campaign(ctx, election, "lab", hub.LeadOwners) })
 	l.t.Cleanup(func() { stop(); wg.Wait() })
-	deadline := time.Now().Add(wait)
-	for !hub.leader.Load() {
-		if time.Now().After(deadline) {
-			l.t.Fatalf("not elected within %s", wait)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(l.t, wait, "the hub elected in "+election, hub.leader.Load)
 }
 
 // lostFence returns the fence of an election won and lost: the
